@@ -1,0 +1,74 @@
+"""hfx: ICLR 2026 methods as Hugging Face-native subclasses.
+
+The package root only re-exports. Public names resolve lazily (PEP 562), so ``import hfx`` loads torch and
+transformers' generation module (for the ``custom_generate`` name hook) but never trl, peft, diffusers, datasets
+or matplotlib: those load when their feature is first used.
+
+On import, hfx installs two small, documented, reversible registrations:
+
+* :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
+  (and ``"rmod"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as before.
+* PEFT tuner registration (SLAO) happens lazily the first time :mod:`hfx.tuners.slao` is imported.
+"""
+
+import importlib
+from typing import TYPE_CHECKING
+
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    # generation
+    "thinkmerge": "hfx.generation.thinkmerge",
+    "ThinkMergeOutput": "hfx.generation.thinkmerge",
+    "rmod": "hfx.generation.rmod",
+    "RMODOutput": "hfx.generation.rmod",
+    "MultiObjectiveValueModel": "hfx.generation.rmod",
+    "MultiObjectiveValueConfig": "hfx.generation.rmod",
+    "RewardFunctionValues": "hfx.generation.rmod",
+    "ValueFunctionTrainer": "hfx.generation.rmod",
+    # trainers (TRL)
+    "THRGRPOTrainer": "hfx.trainers.thr",
+    "THRGRPOConfig": "hfx.trainers.thr",
+    # tuners (PEFT)
+    "SLAOConfig": "hfx.tuners.slao",
+    "SLAOModel": "hfx.tuners.slao",
+    # pipelines (diffusers)
+    "CLIPInversionPipeline": "hfx.pipelines.clip_inversion",
+    # PruneSID
+    "PruneSIDConfig": "hfx.prunesid",
+    # routing
+    "OfflineRouter": "hfx.routing",
+    "ThompsonRouter": "hfx.routing",
+    "LinUCBRouter": "hfx.routing",
+    "RandomRouter": "hfx.routing",
+    "RoutedRewardModel": "hfx.routing",
+}
+_SUBMODULES = {"generation", "trainers", "tuners", "pipelines", "routing", "prunesid", "hub", "models", "testing", "cli"}
+
+__all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .generation.thinkmerge import ThinkMergeOutput, thinkmerge
+
+
+from .generation.registry import install_custom_generate_names as _install_names  # noqa: E402
+
+
+_install_names()

@@ -1,0 +1,28 @@
+"""`hfx publish NAME --out DIR [--push REPO_ID]`: write an artifact's Hub-ready folder (files + model card)."""
+
+from __future__ import annotations
+
+
+HELP = "Write the Hub-ready folder of an hfx artifact (files + model card), and optionally push it."
+
+
+def add_arguments(parser) -> None:
+    from hfx.hub import PUBLISHERS
+
+    parser.add_argument("name", choices=sorted(PUBLISHERS), help="the artifact to publish")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--push", metavar="REPO_ID", default=None, help="also upload the folder to this Hub repo")
+    parser.add_argument(
+        "--source", default=None, help="a trained checkpoint folder to publish, for artifacts that have one"
+    )
+
+
+def run(args) -> int:
+    from hfx.hub import publish
+
+    kwargs = {"source": args.source} if args.source else {}
+    out = publish(args.name, args.out, push_to=args.push, **kwargs)
+    print(f"wrote {out}")
+    if args.push:
+        print(f"pushed to https://huggingface.co/{args.push}")
+    return 0

@@ -1,0 +1,14 @@
+"""Decoding methods as ``custom_generate`` callables (transformers' home for generation strategies).
+
+* :mod:`hfx.generation.thinkmerge` -- ThinkMerge (arXiv 2512.02874).
+* :mod:`hfx.generation.rmod` -- RMOD, robust multi-objective controlled decoding (arXiv 2503.08796).
+* :mod:`hfx.generation.registry` -- the hook that resolves ``custom_generate="thinkmerge"`` / ``"rmod"``.
+"""
+
+from .registry import (
+    CUSTOM_GENERATE_NAMES,
+    install_custom_generate_names,
+    register_custom_generate,
+    resolve_custom_generate,
+    uninstall_custom_generate_names,
+)

@@ -1,0 +1,1 @@
+"""hfx pipelines (see the package README for the methods)."""

@@ -1,0 +1,1 @@
+"""hfx trainers (see the package README for the methods)."""

@@ -1,0 +1,1 @@
+"""hfx tuners (see the package README for the methods)."""
