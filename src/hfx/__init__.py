@@ -8,7 +8,8 @@ On import, hfx installs two small, documented, reversible registrations:
 
 * :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
   (and ``"rmod"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as before.
-* PEFT tuner registration (SLAO) happens lazily the first time :mod:`hfx.tuners.slao` is imported.
+* :func:`hfx._import_hooks.when_imported` registers the SLAO tuner with PEFT's type mappings the moment ``peft`` is
+  first imported (or at once if it already is), so a saved SLAO adapter loads with plain ``PeftModel.from_pretrained``.
 """
 
 import importlib
@@ -45,9 +46,20 @@ _LAZY = {
     "RandomRouter": "hfx.routing",
     "RoutedRewardModel": "hfx.routing",
 }
-_SUBMODULES = {"generation", "trainers", "tuners", "pipelines", "routing", "prunesid", "hub", "models", "testing", "cli"}
+_SUBMODULES = {
+    "generation",
+    "trainers",
+    "tuners",
+    "pipelines",
+    "routing",
+    "prunesid",
+    "hub",
+    "models",
+    "testing",
+    "cli",
+}
 
-__all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])
+__all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605
 
 
 def __getattr__(name):
@@ -68,7 +80,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .generation.thinkmerge import ThinkMergeOutput, thinkmerge
 
 
+from ._import_hooks import when_imported as _when_imported  # noqa: E402
 from .generation.registry import install_custom_generate_names as _install_names  # noqa: E402
 
 
 _install_names()
+_when_imported("peft", "hfx.tuners.slao.registration:register")

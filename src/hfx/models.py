@@ -43,7 +43,7 @@ def default_gguf_path() -> Path | None:
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_FILE
     return path if path.is_file() else None
 
 
