@@ -1,0 +1,60 @@
+"""Reward-model routing (BayesianRouter, arXiv 2510.02850): route each preference pair to one RM of a pool.
+
+* :class:`OfflineRouter` / :class:`OfflineRouterTrainer` -- the offline multi-task (Bradley-Terry) router whose
+  normalised BT vectors are the online prior; :func:`label_with_reward_models` builds its training columns.
+* :class:`ThompsonRouter` -- the online Bayesian Thompson-sampling router; :class:`LinUCBRouter` (LASeR) and
+  :class:`RandomRouter` are baselines with the same interface.
+* :class:`RoutedRewardModel` -- a TRL reward function / pairwise judge that calls exactly one RM per pair, with
+  :class:`RouterUpdateCallback` performing the posterior update after each optimizer step.
+
+Importing this package never imports trl or datasets (PEP 562 lazy attributes).
+"""
+
+import importlib
+
+from .base import BaseRouter
+from .linucb import LinUCBRouter, RandomRouter
+from .thompson import EMARewardNormalizer, QuantileRewardNormalizer, ThompsonRouter, advantage
+
+
+_LAZY = {
+    "OfflineRouter": "hfx.routing.offline",
+    "OfflineRouterOutput": "hfx.routing.offline",
+    "pair_fusion_text": "hfx.routing.offline",
+    "bt_loss": "hfx.routing.offline",
+    "OfflineRouterTrainer": "hfx.routing.trainer",
+    "OfflineRouterCollator": "hfx.routing.trainer",
+    "router_accuracy": "hfx.routing.trainer",
+    "label_with_reward_models": "hfx.routing.labeling",
+    "PairScorer": "hfx.routing.labeling",
+    "as_pair_scorer": "hfx.routing.labeling",
+    "RoutedRewardModel": "hfx.routing.trl",
+    "RouterUpdateCallback": "hfx.routing.trl",
+    "dpo_pair_losses": "hfx.routing.trl",
+    "publish": "hfx.routing.hub",
+}
+
+__all__ = sorted(
+    [
+        "BaseRouter",
+        "EMARewardNormalizer",
+        "LinUCBRouter",
+        "QuantileRewardNormalizer",
+        "RandomRouter",
+        "ThompsonRouter",
+        "advantage",
+        *_LAZY,
+    ]
+)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,149 @@
+"""Shared interface of the online routers (Thompson sampling, LinUCB, random) and their input checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+ROUTER_STATE_FILE = "router.safetensors"
+ROUTER_CONFIG_FILE = "router_config.json"
+
+
+def check_arm_names(arm_names, num_arms: int) -> list[str]:
+    """Validate ``arm_names`` (defaults to ``rm_0 .. rm_{R-1}``)."""
+    if arm_names is None:
+        return [f"rm_{i}" for i in range(num_arms)]
+    arm_names = [str(n) for n in arm_names]
+    if len(arm_names) != num_arms:
+        raise ValueError(f"`arm_names` must hold {num_arms} names (one per reward model), but holds {len(arm_names)}")
+    if len(set(arm_names)) != len(arm_names):
+        raise ValueError(f"`arm_names` must be unique, but is {arm_names}")
+    return arm_names
+
+
+class BaseRouter:
+    """One-reward-model-per-pair router: ``select(h) -> arms`` then ``update(h, arms, rewards)``.
+
+    Subclasses implement :meth:`select`, :meth:`update`, :meth:`state_dict`, :meth:`load_state_dict` and
+    :meth:`_config`. Routers keep their statistics in float64 on CPU by default; inputs of any floating dtype /
+    device are cast.
+
+    Attributes:
+        num_arms (`int`): R, the number of reward models in the pool.
+        dim (`int` or `None`): d, the pair-embedding size (``None`` for context-free routers).
+        arm_names (`list[str]`): one name per reward model; :meth:`arm_index` maps a name to its index.
+    """
+
+    num_arms: int
+    dim: int | None
+    arm_names: list[str]
+
+    # ----------------------------------------------------------------------------------------------- checks
+    def _check_h(self, h) -> torch.Tensor:
+        if not isinstance(h, torch.Tensor):
+            raise TypeError(f"`h` must be a torch.Tensor of shape (P, d), but is {type(h).__name__}")
+        if h.dim() == 1:
+            h = h[None]
+        if h.dim() != 2:
+            raise ValueError(f"`h` must have shape (P, d), but has shape {tuple(h.shape)}")
+        if self.dim is not None and h.shape[1] != self.dim:
+            raise ValueError(
+                f"`h` has embedding dim {h.shape[1]} but the router was built for d={self.dim} "
+                f"(shape {tuple(h.shape)}); embed pairs with the same encoder as the prior"
+            )
+        if not torch.is_floating_point(h):
+            raise TypeError(f"`h` must be a floating tensor, but has dtype {h.dtype}")
+        return h
+
+    def _check_update(self, h, arms, rewards):
+        h = self._check_h(h)
+        arms = torch.as_tensor(arms).reshape(-1)
+        rewards = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
+        if arms.dtype.is_floating_point or arms.dtype == torch.bool:
+            raise TypeError(f"`arms` must hold integer arm indices, but has dtype {arms.dtype}")
+        if not (arms.numel() == rewards.numel() == h.shape[0]):
+            raise ValueError(
+                f"`h` (P={h.shape[0]}), `arms` ({arms.numel()}) and `rewards` ({rewards.numel()}) must have the same "
+                "number of pairs"
+            )
+        if arms.numel() and (arms.min() < 0 or arms.max() >= self.num_arms):
+            raise ValueError(f"`arms` must lie in [0, {self.num_arms - 1}], but holds {arms.tolist()}")
+        if not torch.isfinite(rewards).all():
+            raise ValueError("`rewards` must be finite")
+        return h, arms.long(), rewards
+
+    def arm_index(self, name: str) -> int:
+        """Index of the reward model called ``name``.
+
+        Raises:
+            ValueError: if ``name`` is not one of :attr:`arm_names`.
+        """
+        if name not in self.arm_names:
+            raise ValueError(f"Unknown reward model name {name!r}; the router's arms are {self.arm_names}")
+        return self.arm_names.index(name)
+
+    # ----------------------------------------------------------------------------------------------- API
+    def select(self, h: torch.Tensor, generator: torch.Generator | None = None) -> torch.LongTensor:
+        raise NotImplementedError
+
+    def update(self, h: torch.Tensor, arms, rewards) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+    def _config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------------------------- save / load
+    def save(self, directory: str | Path) -> Path:
+        """Write ``router_config.json`` + ``router.safetensors`` into ``directory`` (an online run can resume)."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {"router_class": type(self).__name__, **self._config()}
+        (directory / ROUTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
+        state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+        save_file(state, str(directory / ROUTER_STATE_FILE))
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path):
+        """Rebuild a router saved with :meth:`save` (exact round trip of its statistics).
+
+        Called on :class:`BaseRouter` it dispatches on the saved ``router_class``.
+
+        Raises:
+            ValueError: if the folder holds another router class than ``cls``.
+        """
+        from safetensors.torch import load_file
+
+        from . import linucb, thompson
+
+        directory = Path(directory)
+        config = json.loads((directory / ROUTER_CONFIG_FILE).read_text())
+        name = config.pop("router_class")
+        classes = {
+            "ThompsonRouter": thompson.ThompsonRouter,
+            "LinUCBRouter": linucb.LinUCBRouter,
+            "RandomRouter": linucb.RandomRouter,
+        }
+        if name not in classes:
+            raise ValueError(f"`router_class` in {directory} must be one of {sorted(classes)}, but is {name!r}")
+        target = classes[name]
+        if cls is not BaseRouter and target is not cls:
+            raise ValueError(f"{directory} holds a {name}, not a {cls.__name__}")
+        router = target._from_config(config)
+        router.load_state_dict(load_file(str(directory / ROUTER_STATE_FILE)))
+        return router
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_arms={self.num_arms}, dim={self.dim}, arm_names={self.arm_names})"
