@@ -178,6 +178,33 @@ def test_name_hook_leaves_other_strings_to_transformers(tiny_llama, tmp_path, mo
     )
 
 
+@pytest.mark.parametrize("hfx_first", [True, False])
+def test_name_hook_installed_whatever_the_import_order(hfx_first):
+    first, second = (
+        ("import hfx", "import transformers.generation.utils")
+        if hfx_first
+        else ("import transformers.generation.utils", "import hfx")
+    )
+    result = _run_python(
+        f"""
+        import sys
+        {first}
+        {second}
+        print("torch" in sys.modules)
+        from hfx.generation.registry import is_installed
+        print(is_installed())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True"]
+
+
+def test_import_hfx_is_light():
+    result = _run_python("import sys, hfx; print('torch' in sys.modules, 'transformers' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False"]
+
+
 def test_name_hook_is_reversible():
     from transformers.generation.utils import GenerationMixin
 

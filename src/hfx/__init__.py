@@ -1,13 +1,14 @@
 """hfx: ICLR 2026 methods as Hugging Face-native subclasses.
 
-The package root only re-exports. Public names resolve lazily (PEP 562), so ``import hfx`` loads torch and
-transformers' generation module (for the ``custom_generate`` name hook) but never trl, peft, diffusers, datasets
-or matplotlib: those load when their feature is first used.
+The package root only re-exports. Public names resolve lazily (PEP 562), so ``import hfx`` imports neither torch nor
+transformers, and never trl, peft, diffusers, datasets or matplotlib: those load when their feature is first used.
 
-On import, hfx installs two small, documented, reversible registrations:
+On import, hfx arranges two small, documented, reversible registrations (via :mod:`hfx._import_hooks`, which runs
+them the moment the library they extend is imported, or at once if it already is):
 
 * :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
-  (and ``"rmod"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as before.
+  (and ``"rmod"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as
+  before. It is installed when ``transformers.generation.utils`` is imported (before any model can generate).
 * :func:`hfx._import_hooks.when_imported` registers the SLAO tuner with PEFT's type mappings the moment ``peft`` is
   first imported (or at once if it already is), so a saved SLAO adapter loads with plain ``PeftModel.from_pretrained``.
 """
@@ -81,8 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 from ._import_hooks import when_imported as _when_imported  # noqa: E402
-from .generation.registry import install_custom_generate_names as _install_names  # noqa: E402
 
 
-_install_names()
+_when_imported("transformers.generation.utils", "hfx.generation.registry:install_custom_generate_names")
 _when_imported("peft", "hfx.tuners.slao.registration:register")

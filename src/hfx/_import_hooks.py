@@ -1,4 +1,7 @@
-"""Post-import hooks: run a registration function when a third-party package is first imported.
+"""Post-import hooks: run a registration function when a third-party module is first imported.
+
+``import hfx`` stays light (no torch, no transformers) yet ``custom_generate="thinkmerge"`` must work in any process
+that imported hfx: the name hook is installed when ``transformers.generation.utils`` is first imported.
 
 ``import hfx`` must not import peft, yet a saved SLAO adapter must load with plain ``PeftModel.from_pretrained`` in
 any process that imported hfx. :func:`when_imported` solves this without importing peft eagerly: it places a small

@@ -2,7 +2,8 @@
 
 transformers has no registry of named decoding strategies: a string ``custom_generate`` is always treated as a
 Hub repo id or a local folder holding ``custom_generate/generate.py`` (and needs ``trust_remote_code=True``).
-hfx adds one small, reversible hook, :func:`install_custom_generate_names`, run on ``import hfx``:
+hfx adds one small, reversible hook, :func:`install_custom_generate_names`, installed by ``import hfx`` (as soon as
+``transformers.generation.utils`` is imported, so that ``import hfx`` itself stays light):
 
 * it wraps :meth:`transformers.GenerationMixin.load_custom_generate` (the method ``generate`` calls only for a
   string ``custom_generate``);
@@ -21,8 +22,6 @@ import functools
 import importlib
 import os
 from collections.abc import Callable
-
-from transformers.generation.utils import GenerationMixin
 
 
 # name -> "module:attribute" of the custom_generate callable
@@ -77,7 +76,14 @@ def _load_custom_generate_with_names(self, pretrained_model_name_or_path=None, t
 
 
 def install_custom_generate_names() -> None:
-    """Install the name hook on ``GenerationMixin.load_custom_generate`` (idempotent)."""
+    """Install the name hook on ``GenerationMixin.load_custom_generate`` (idempotent).
+
+    ``import hfx`` does not call this directly (that would import torch and most of transformers): it asks
+    :func:`hfx._import_hooks.when_imported` to call it as soon as ``transformers.generation.utils`` is imported, which
+    happens before any model can ``generate``.
+    """
+    from transformers.generation.utils import GenerationMixin
+
     global _ORIGINAL_LOAD
     if _ORIGINAL_LOAD is None:
         _ORIGINAL_LOAD = GenerationMixin.load_custom_generate
@@ -86,6 +92,8 @@ def install_custom_generate_names() -> None:
 
 def uninstall_custom_generate_names() -> None:
     """Restore transformers' original ``GenerationMixin.load_custom_generate`` (idempotent)."""
+    from transformers.generation.utils import GenerationMixin
+
     global _ORIGINAL_LOAD
     if _ORIGINAL_LOAD is not None:
         GenerationMixin.load_custom_generate = _ORIGINAL_LOAD
@@ -94,4 +102,6 @@ def uninstall_custom_generate_names() -> None:
 
 def is_installed() -> bool:
     """Whether the name hook is currently installed."""
+    from transformers.generation.utils import GenerationMixin
+
     return GenerationMixin.load_custom_generate is _load_custom_generate_with_names
