@@ -1,0 +1,124 @@
+"""`THRGRPOConfig`: `trl.GRPOConfig` plus the Token Hidden Reward switches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from .token_rewards import THR_MODES, THR_NORMALIZATIONS
+
+
+@dataclass
+class THRGRPOConfig(GRPOConfig):
+    r"""Configuration for [`THRGRPOTrainer`]: every [`~trl.GRPOConfig`] field plus the `thr_*` fields below.
+
+    Token Hidden Reward (Deng et al., arXiv 2510.03669, https://huggingface.co/papers/2510.03669) turns the response
+    advantage ``A_j`` of GRPO into per-token advantages ``A'_jt`` using each token's influence on the likelihood of
+    the group's correct responses. The exact THR formula is not public; the choices marked [reconstruction] follow
+    ``hfx``'s spec and can be switched here.
+
+    Args:
+        thr_mode (`str`, *optional*, defaults to `"reweight"`):
+            ``"off"`` (exactly `trl.GRPOTrainer`), ``"reweight"`` (``A'_jt = A_j (1 + thr_p sign(THR_jt))`` on
+            dominant tokens, ``A_j`` elsewhere), ``"thr_only"`` (``A'_jt = A_j 1[|THR_jt| > tau]``: dominant-token
+            training) or ``"nthr"`` (the predecessor NTHR rule, arXiv 2505.18830: ``A'_jt = eta A_j`` for negative
+            tokens with influence score ``s_jt > tau``, ``eta = 2|0.5 - p|``).
+        thr_p (`float`, *optional*, defaults to `0.1`):
+            The reweighting coefficient ``p_w`` in ``(-1, 1)``: ``p > 0`` amplifies positive-THR tokens and weakens
+            negative ones (exploitation, Pass@1), ``p < 0`` the reverse (exploration, Pass@K). The paper tunes its
+            magnitude per model; ``0`` is plain GRPO.
+        thr_tau_beta (`float`, *optional*, defaults to `1.0`):
+            Scale ``beta >= 0`` of NTHR's anchor threshold ``tau = beta * min_{i in P} mean_k |THR_ik|``
+            [reconstruction: NTHR's anchor applied to ``|THR|``]. Smaller values mark more tokens as dominant.
+        thr_tau (`float`, *optional*):
+            A fixed threshold on ``|THR|`` (on ``s`` for ``"nthr"``) that replaces the anchor; e.g. ``-1`` marks every
+            token as dominant.
+        thr_normalization (`str`, *optional*, defaults to `"none"`):
+            [reconstruction] ``"none"``, ``"positive_length"`` (divide THR by ``sum_{i in P} |y_i|``) or
+            ``"response_length"`` (by ``|y_j|``).
+        thr_include_self (`bool`, *optional*, defaults to `True`):
+            [reconstruction] whether a correct response's own tokens (``i = j`` terms) count in its tokens' scores.
+        thr_vocab_subset (`str`, *optional*, defaults to `"group"`):
+            ``"group"``: prediction errors restricted to ``V*``, the token ids appearing in the group's completions
+            (the paper's efficient form); ``"full"``: the whole vocabulary (exact ``<g, g'>``, more memory).
+        thr_log_stats (`bool`, *optional*, defaults to `True`):
+            Log ``thr/dominant_frac``, ``thr/abs_mean``, ``thr/positive_frac``, ``thr/negative_frac``,
+            ``thr/top_abs_mean``, ``thr/skipped_group_frac`` and keep the last batch's THR on
+            ``trainer.last_thr`` (for :func:`plot_token_thr`).
+        thr_top_k (`int`, *optional*, defaults to `5`):
+            How many top-``|THR|`` tokens ``thr/top_abs_mean`` averages over.
+
+    Raises:
+        ValueError: if ``thr_mode`` or ``thr_normalization`` or ``thr_vocab_subset`` is not an allowed value,
+            ``thr_p`` is outside ``(-1, 1)``, ``thr_tau_beta < 0`` or ``thr_top_k < 1``.
+    """
+
+    thr_mode: str = field(
+        default="reweight",
+        metadata={"help": "THR mode: 'off' (plain GRPO), 'reweight', 'thr_only' (dominant tokens only) or 'nthr'."},
+    )
+    thr_p: float = field(
+        default=0.1,
+        metadata={
+            "help": "Reweighting coefficient p in (-1, 1): > 0 exploitation (Pass@1), < 0 exploration (Pass@K)."
+        },
+    )
+    thr_tau_beta: float = field(
+        default=1.0,
+        metadata={"help": "Scale beta >= 0 of the NTHR anchor threshold tau = beta * min_{i in P} mean_k |THR_ik|."},
+    )
+    thr_tau: float | None = field(
+        default=None, metadata={"help": "Fixed threshold on |THR| replacing the anchor heuristic (None: anchor)."}
+    )
+    thr_normalization: str = field(
+        default="none",
+        metadata={"help": "THR normalisation: 'none', 'positive_length' (sum of correct lengths), 'response_length'."},
+    )
+    thr_include_self: bool = field(
+        default=True, metadata={"help": "Include a correct response's own tokens (i = j terms) in its THR scores."}
+    )
+    thr_vocab_subset: str = field(
+        default="group",
+        metadata={"help": "'group': prediction errors over the group's vocabulary V*; 'full': the whole vocabulary."},
+    )
+    thr_log_stats: bool = field(default=True, metadata={"help": "Log THR statistics and keep the last batch's THR."})
+    thr_top_k: int = field(default=5, metadata={"help": "Number of top-|THR| tokens averaged in thr/top_abs_mean."})
+
+    def __post_init__(self):
+        # the THR fields are validated first, so a bad value is reported before any device/precision check
+        if self.thr_mode not in THR_MODES:
+            raise ValueError(f"`thr_mode` must be one of {list(THR_MODES)}, but is {self.thr_mode!r}")
+        if isinstance(self.thr_p, bool) or not isinstance(self.thr_p, (int, float)) or not -1.0 < self.thr_p < 1.0:
+            raise ValueError(
+                f"`thr_p` must be a float in the open interval (-1, 1) (p > 0 exploitation, p < 0 exploration), "
+                f"but is {self.thr_p!r}"
+            )
+        if not isinstance(self.thr_tau_beta, (int, float)) or self.thr_tau_beta < 0:
+            raise ValueError(f"`thr_tau_beta` must be a non-negative float, but is {self.thr_tau_beta!r}")
+        if self.thr_normalization not in THR_NORMALIZATIONS:
+            raise ValueError(
+                f"`thr_normalization` must be one of {list(THR_NORMALIZATIONS)}, but is {self.thr_normalization!r}"
+            )
+        if self.thr_vocab_subset not in ("group", "full"):
+            raise ValueError(f"`thr_vocab_subset` must be one of ['group', 'full'], but is {self.thr_vocab_subset!r}")
+        if not isinstance(self.thr_top_k, int) or self.thr_top_k < 1:
+            raise ValueError(f"`thr_top_k` must be a positive integer, but is {self.thr_top_k!r}")
+        super().__post_init__()
+
+    def thr_kwargs(self) -> dict:
+        """The `thr_*` fields as a JSON-serialisable dict (saved as ``thr_config.json`` next to checkpoints)."""
+        return {
+            "thr_mode": self.thr_mode,
+            "thr_p": self.thr_p,
+            "thr_tau_beta": self.thr_tau_beta,
+            "thr_tau": self.thr_tau,
+            "thr_normalization": self.thr_normalization,
+            "thr_include_self": self.thr_include_self,
+            "thr_vocab_subset": self.thr_vocab_subset,
+            "thr_log_stats": self.thr_log_stats,
+            "thr_top_k": self.thr_top_k,
+        }
+
+
+__all__ = ["THRGRPOConfig"]
