@@ -1,0 +1,343 @@
+# RMOD (arXiv 2503.08796): worst-case weights, the blockwise custom_generate loop, value functions, training,
+# save/load/Hub, plotting, Distill-RMOD and the publisher. Conformance cases of specs/rmod.md are marked "[spec N]".
+import math
+
+import pytest
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from hfx.generation.rmod import (
+    MultiObjectiveValueConfig,
+    MultiObjectiveValueModel,
+    RewardFunctionValues,
+    fixed_weights,
+    monte_carlo_value_loss,
+    rmod,
+    robust_weights,
+    tilted_probs,
+)
+from hfx.testing import tiny_llama
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lm_tok():
+    return tiny_llama(seed=0)
+
+
+@pytest.fixture(scope="module")
+def value_model(lm_tok):
+    lm, _ = lm_tok
+    torch.manual_seed(1)
+    return MultiObjectiveValueModel.from_backbone(lm.model, num_objectives=2, objective_names=["a", "b"]).eval()
+
+
+PROMPTS = ["hello world", "what is two plus two ? the answer is"]
+
+
+def _enc(tok, prompts=PROMPTS):
+    return tok(prompts, return_tensors="pt", padding=True)
+
+
+def _strip(row: list[int], pad: int) -> list[int]:
+    while row and row[0] == pad:
+        row = row[1:]
+    while row and row[-1] == pad:
+        row = row[:-1]
+    return row
+
+
+def _autograd_weights(V, lam=1.0, iters=10, eta=1.0):
+    # independent re-implementation of the reference code's loop with autograd (float64, not vectorised)
+    logits = torch.zeros(V.shape[1], dtype=torch.float64)
+    for it in range(iters):
+        x = logits.clone().requires_grad_(True)
+        loss = torch.exp(lam * V.double() @ torch.softmax(x, 0)).mean()
+        loss.backward()
+        logits = logits - eta / math.sqrt(it + 1) * x.grad.clamp(-10, 10)
+    return torch.softmax(logits, 0)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# worst-case weights (pure math)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_spec1_constant_lower_objective_gets_most_weight():  # [spec 1]
+    V = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+    w10 = robust_weights(V)
+    assert torch.allclose(w10, torch.tensor([0.02, 0.98]), atol=6e-3)
+    w100 = robust_weights(V, num_iterations=100)
+    assert torch.allclose(w100, torch.tensor([0.01, 0.99]), atol=3e-3)
+    assert w100[1] > w10[1]
+
+
+def test_constant_higher_objective_gets_no_weight():
+    # a constant objective that is always better than the other is never the worst case
+    V = torch.tensor([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
+    w = robust_weights(V, num_iterations=100)
+    assert w[1] < 1e-3
+
+
+def test_spec2_uniformly_lower_objective_gets_the_weight():  # [spec 2]
+    V = torch.tensor([[-1.0, 0.0], [-2.0, 0.0], [-3.0, 0.0]])
+    w = robust_weights(V)
+    assert w[0] > 0.5 and abs(w[0].item() - 0.76) < 0.01
+    assert robust_weights(V, num_iterations=2000)[0] > 0.97
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):  # general statement: V[:, a] < V[:, b] for every candidate -> w_a > w_b
+        b = torch.randn(6, generator=gen)
+        a = b - torch.rand(6, generator=gen) - 0.01
+        w = robust_weights(torch.stack([a, b], dim=1))
+        assert w[0] > w[1]
+
+
+def test_spec3_symmetry_exact():  # [spec 3]
+    w = robust_weights(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
+    assert w.tolist() == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("lam,expected", [(0.1, (0.52, 0.48)), (1.0, (0.76, 0.24)), (10.0, (1.0, 0.0))])
+def test_spec4_lambda_controls_concentration(lam, expected):  # [spec 4]
+    V = torch.tensor([[0.2, 0.8], [0.4, 0.6], [0.3, 0.5]])
+    assert torch.allclose(robust_weights(V, rmod_lambda=lam), torch.tensor(expected), atol=6e-3)
+
+
+def test_lambda_to_zero_recovers_uniform():
+    V = torch.randn(3, 8, 4, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(robust_weights(V, rmod_lambda=0.0), torch.full((3, 4), 0.25))
+    assert torch.allclose(robust_weights(V, rmod_lambda=1e-4), torch.full((3, 4), 0.25), atol=1e-3)
+
+
+def test_spec5_simplex_and_single_objective():  # [spec 5]
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(5, 2), (4, 7, 3), (2, 3, 16, 5)]:
+        V = torch.randn(*shape, generator=gen) * 3
+        w = robust_weights(V, rmod_lambda=2.0)
+        assert w.shape == shape[:-2] + shape[-1:]
+        assert (w >= 0).all() and torch.allclose(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-6)
+    assert robust_weights(torch.randn(6, 1)).tolist() == [1.0]
+
+
+def test_one_step_matches_hand_computation():
+    # one step from uniform: g1 = lam * mean_k exp(0.5 V_k1) V_k1, dL/dl = (g1/4, -g1/4), l = -(g1/4, -g1/4)
+    V = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
+    g1 = (math.exp(0.5) * 1 + math.exp(1.0) * 2 + math.exp(1.5) * 3) / 3
+    step = min(g1 / 4, 10.0)
+    expected_w1 = 1.0 / (1.0 + math.exp(2 * step))
+    assert robust_weights(V, num_iterations=1)[0].item() == pytest.approx(expected_w1, rel=1e-6)
+
+
+def test_matches_autograd_reference_loop_batched():
+    gen = torch.Generator().manual_seed(3)
+    V = torch.randn(4, 8, 3, generator=gen)
+    batched = robust_weights(V, rmod_lambda=1.5, num_iterations=7)
+    for b in range(4):
+        assert torch.allclose(batched[b].double(), _autograd_weights(V[b], lam=1.5, iters=7), atol=1e-6)
+
+
+def test_log_mean_exp_objective_same_direction():
+    V = torch.tensor([[-1.0, 0.0], [-2.0, 0.0], [-3.0, 0.0]])
+    w = robust_weights(V, objective="log_mean_exp", num_iterations=200)
+    assert w[0] > 0.9
+
+
+def test_tilted_probs_and_fixed_weights():
+    V = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])
+    p = tilted_probs(V, torch.tensor([[0.5, 0.5]]), rmod_lambda=2.0)
+    e1, e2 = math.exp(2 * 0.5), math.exp(2 * 1.0)
+    assert torch.allclose(p, torch.tensor([[e1 / (e1 + e2), e2 / (e1 + e2)]]), atol=1e-6)
+    assert fixed_weights("uniform", 4, batch_size=2).tolist() == [[0.25] * 4] * 2
+    assert fixed_weights([1, 3], 2).tolist() == [[0.25, 0.75]]
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"rmod_lambda": -1.0}, "rmod_lambda"),
+        ({"num_iterations": -1}, "num_iterations"),
+        ({"objective": "log"}, "objective"),
+        ({"grad_clip": 0}, "grad_clip"),
+    ],
+)
+def test_weights_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        robust_weights(torch.zeros(3, 2), **kwargs)
+    with pytest.raises(TypeError):
+        robust_weights([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="weights"):
+        fixed_weights([1.0, 2.0, 3.0], 2)
+    with pytest.raises(ValueError, match="non-negative"):
+        fixed_weights([1.0, -2.0], 2)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# the decoding loop
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_spec6_k1_equals_ancestral_sampling(lm_tok, value_model):  # [spec 6]
+    lm, tok = lm_tok
+    enc = _enc(tok)
+    torch.manual_seed(0)
+    ref = lm.generate(**enc, do_sample=True, top_k=20, temperature=0.8, max_new_tokens=11)
+    for weights in ("robust", [1.0, 0.0]):
+        torch.manual_seed(0)
+        out = lm.generate(
+            **enc, do_sample=True, top_k=20, temperature=0.8, max_new_tokens=11,
+            custom_generate=rmod, value_function=value_model, num_branches=1, block_size=4, weights=weights,
+        )  # fmt: skip
+        assert torch.equal(out, ref)
+
+
+def test_spec7_one_hot_weights_pick_argmax_of_that_objective(lm_tok, value_model):  # [spec 7]
+    lm, tok = lm_tok
+    enc = _enc(tok)
+    kw = dict(do_sample=True, max_new_tokens=10, custom_generate="rmod", value_function=value_model,
+              num_branches=4, block_size=5, seed=11, return_dict_in_generate=True)  # fmt: skip
+    for g in range(2):
+        one_hot = [0.0, 0.0]
+        one_hot[g] = 1.0
+        out = lm.generate(**enc, weights=one_hot, **kw)
+        assert len(out.block_values) == 2
+        for values, k in zip(out.block_values, out.chosen_branches):
+            assert torch.equal(k, values[..., g].argmax(-1))
+    # RMOD: the weights are the worst-case weights of the block's candidates, the block is argmax of V @ w*
+    robust = lm.generate(**enc, **kw)
+    uniform = lm.generate(**enc, weights="uniform", **kw)
+    assert torch.equal(robust.block_values[0], uniform.block_values[0])  # same seed -> same first candidates
+    for values, w, k in zip(robust.block_values, robust.block_weights, robust.chosen_branches):
+        assert torch.allclose(w, robust_weights(values), atol=1e-6)
+        assert torch.equal(k, (values @ w.unsqueeze(-1)).squeeze(-1).argmax(-1))
+    assert all(torch.allclose(w, torch.full_like(w, 0.5)) for w in uniform.block_weights)
+    assert robust.objective_names == ["a", "b"]
+
+
+def test_single_objective_reduces_to_cd(lm_tok):
+    lm, tok = lm_tok
+    enc = _enc(tok)
+
+    def vf(input_ids, attention_mask):  # one objective: share of even token ids
+        return ((input_ids % 2 == 0) & attention_mask.bool()).float().sum(-1, keepdim=True)
+
+    out = lm.generate(**enc, do_sample=True, max_new_tokens=8, custom_generate=rmod, value_function=vf,
+                      num_branches=5, block_size=4, seed=0, return_dict_in_generate=True)  # fmt: skip
+    for values, w, k in zip(out.block_values, out.block_weights, out.chosen_branches):
+        assert torch.equal(w, torch.ones_like(w))
+        assert torch.equal(k, values[..., 0].argmax(-1))
+
+
+def test_batch_equals_each_prompt_alone(lm_tok, value_model):
+    lm, tok = lm_tok
+    kw = dict(do_sample=True, max_new_tokens=12, custom_generate="rmod", value_function=value_model,
+              num_branches=4, block_size=5, seed=3)  # fmt: skip
+    batch = lm.generate(**_enc(tok), **kw)
+    for i, p in enumerate(PROMPTS):
+        alone = lm.generate(**tok([p], return_tensors="pt"), **kw)
+        assert _strip(batch[i].tolist(), tok.pad_token_id) == _strip(alone[0].tolist(), tok.pad_token_id)
+
+
+def test_kv_cache_reuse_matches_no_cache(lm_tok, value_model):
+    lm, tok = lm_tok
+    kw = dict(do_sample=True, max_new_tokens=10, custom_generate="rmod", value_function=value_model,
+              num_branches=3, block_size=4, seed=5)  # fmt: skip
+    assert torch.equal(lm.generate(**_enc(tok), **kw), lm.generate(**_enc(tok), use_cache=False, **kw))
+
+
+class _ForceEOS(LogitsProcessor):
+    """Forces EOS for rows of prompt 0 (recognised by a prompt token) once 3 tokens were generated."""
+
+    def __init__(self, prompt_len, marker_col, marker_id, eos_id):
+        self.prompt_len, self.col, self.marker, self.eos = prompt_len, marker_col, marker_id, eos_id
+
+    def __call__(self, input_ids, scores):
+        if input_ids.shape[1] == self.prompt_len + 3:
+            rows = input_ids[:, self.col] == self.marker
+            scores[rows] = -float("inf")
+            scores[rows, self.eos] = 0.0
+        return scores
+
+
+def test_eos_per_sequence_and_value_mask(lm_tok):
+    lm, tok = lm_tok
+    enc = _enc(tok)
+    P = enc.input_ids.shape[1]
+    col = P - 1
+    seen = []
+
+    def vf(input_ids, attention_mask, prompt_length):
+        seen.append((input_ids.clone(), attention_mask.clone(), prompt_length))
+        return torch.stack([attention_mask.sum(-1).float(), -attention_mask.sum(-1).float()], dim=-1)
+
+    proc = _ForceEOS(P, col, int(enc.input_ids[0, col]), tok.eos_token_id)
+    assert int(enc.input_ids[1, col]) != int(enc.input_ids[0, col])
+    out = lm.generate(**enc, do_sample=True, max_new_tokens=9, custom_generate=rmod, value_function=vf,
+                      num_branches=2, block_size=3, seed=0, logits_processor=LogitsProcessorList([proc]))  # fmt: skip
+    assert out.shape == (2, P + 9)
+    assert out[0, P + 3].item() == tok.eos_token_id
+    assert (out[0, P + 4 :] == tok.pad_token_id).all()
+    # after EOS the value function sees a zero mask, before it ones; the prompt length is passed
+    _ids, mask, plen = seen[-1]
+    assert plen == P
+    assert (mask[:2, P + 4 :] == 0).all() and (mask[:2, P : P + 4] == 1).all()
+    assert (mask[2:, P:] == 1).all()
+
+
+def test_all_finished_stops_early(lm_tok):
+    lm, tok = lm_tok
+    enc = tok(["hello world"], return_tensors="pt")
+    P = enc.input_ids.shape[1]
+    proc = _ForceEOS(P, 0, int(enc.input_ids[0, 0]), tok.eos_token_id)
+
+    def vf(input_ids, attention_mask):
+        return torch.zeros(input_ids.shape[0], 2)
+
+    out = lm.generate(**enc, do_sample=True, max_new_tokens=20, custom_generate=rmod, value_function=vf,
+                      num_branches=3, block_size=8, seed=0, logits_processor=LogitsProcessorList([proc]))  # fmt: skip
+    assert out.shape == (1, P + 4) and out[0, -1].item() == tok.eos_token_id
+
+
+def test_string_names_and_tilted_sampling(lm_tok, value_model):
+    lm, tok = lm_tok
+    kw = dict(do_sample=True, max_new_tokens=6, value_function=value_model, num_branches=3, block_size=3, seed=1)
+    a = lm.generate(**_enc(tok), custom_generate="rmod", **kw)
+    b = lm.generate(**_enc(tok), custom_generate="hfx/rmod", **kw)
+    assert torch.equal(a, b)
+    c = lm.generate(**_enc(tok), custom_generate=rmod, block_selection="sample", rmod_lambda=0.5, **kw)
+    assert c.shape == a.shape
+
+
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        ({"weights": [1.0, 0.0, 0.0]}, ValueError, "objectives"),
+        ({"num_branches": 0}, ValueError, "num_branches"),
+        ({"block_size": 0}, ValueError, "block_size"),
+        ({"rmod_lambda": -0.5}, ValueError, "rmod_lambda"),
+        ({"weights": "worst"}, ValueError, "weights"),
+        ({"block_selection": "best"}, ValueError, "block_selection"),
+        ({"value_function": None}, TypeError, "value_function"),
+        ({"do_sample": False}, ValueError, "do_sample"),
+    ],
+)
+def test_bad_input(lm_tok, value_model, kwargs, err, match):
+    lm, tok = lm_tok
+    base = dict(do_sample=True, max_new_tokens=4, custom_generate=rmod, value_function=value_model, num_branches=2)
+    base.update(kwargs)
+    with pytest.raises(err, match=match):
+        lm.generate(**_enc(tok), **base)
+
+
+def test_weight_count_mismatch_for_plain_callable(lm_tok):
+    lm, tok = lm_tok
+
+    def vf(input_ids, attention_mask):  # G = 3, no num_objectives attribute
+        return torch.zeros(input_ids.shape[0], 3)
+
+    with pytest.raises(ValueError, match="3 objectives"):
+        lm.generate(**_enc(tok), do_sample=True, max_new_tokens=4, custom_generate=rmod, value_function=vf,
+                    num_branches=2, weights=[0.5, 0.5])  # fmt: skip
