@@ -282,3 +282,359 @@ def test_prior_covariance_is_used():
     router = ThompsonRouter(torch.eye(2), prior_covariance=cov)
     assert torch.allclose(router.posterior_covariance(0), cov)
     assert torch.allclose(router.b[1], torch.linalg.solve(cov, torch.tensor([0.0, 1.0], dtype=torch.float64)))
+
+
+# ------------------------------------------------------------------------------------------------ offline router
+RM_NAMES = ["long", "short"]
+
+
+def long_rm(prompts, completions, **kwargs):
+    return [float(len(c)) for c in completions]
+
+
+def short_rm(prompts, completions, **kwargs):
+    return [-float(len(c)) for c in completions]
+
+
+@pytest.fixture(scope="module")
+def offline_router():
+    from hfx.routing import OfflineRouter
+    from hfx.testing import tiny_llama
+
+    encoder, tok = tiny_llama(seed=2)
+    return OfflineRouter.from_encoder(encoder, tok, RM_NAMES, max_length=64)
+
+
+def test_pair_context_is_symmetric_and_unit_norm(offline_router):
+    # conformance 1
+    prompts = ["what is two plus two ?", [{"role": "user", "content": "hello"}], "describe the cat"]
+    a = ["the answer is four", "hi, how are you today?", "a photo of a cat on a mat"]
+    b = ["four", "hello world", "The quick brown fox"]
+    h_ab = offline_router.embed_pairs(prompts, a, b)
+    h_ba = offline_router.embed_pairs(prompts, b, a)
+    assert h_ab.shape == (3, offline_router.hidden_size)
+    assert torch.allclose(h_ab, h_ba, atol=1e-6)
+    assert torch.allclose(h_ab.norm(dim=-1), torch.ones(3), atol=1e-5)
+    assert not torch.allclose(h_ab[0], h_ab[2])
+
+
+def test_encoder_text_format_and_last_token_embedding(offline_router):
+    from hfx.routing import format_pair_text
+
+    assert format_pair_text("hi", "yo") == "<|user|>: hi\n<|assistant|>: yo"
+    chat = [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}]
+    assert format_pair_text(chat, "yo") == "<|system|>: be nice\n<|user|>: hi\n<|assistant|>: yo"
+    enc = offline_router.tokenize(["hi", "a much longer prompt here"], ["yo", "yo"])
+    assert (enc["attention_mask"][:, 0] == 1).all()  # right padding
+    emb = offline_router.encode(enc["input_ids"], enc["attention_mask"])
+    single = offline_router.tokenize(["hi"], ["yo"])
+    alone = offline_router.encode(single["input_ids"], single["attention_mask"])
+    assert torch.allclose(emb[0], alone[0], atol=1e-5)  # padding does not change the last-token state
+
+
+def test_bt_loss_values():
+    # conformance 8
+    from hfx.routing import bt_loss
+
+    equal = torch.tensor([[0.3, 0.3]])
+    assert bt_loss(equal, torch.tensor([[1, 0]])).item() == pytest.approx(math.log(2))
+    s = torch.tensor([[1.0, -0.5, 0.2], [0.1, 0.2, 0.3], [0.5, 0.4, 0.0]])
+    delta = torch.tensor([[1, 0, 0], [1, 1, 1], [0, 0, 0]])  # only sample 0 has triples (0,1), (0,2)
+    expected = (math.log1p(math.exp(-1.5)) + math.log1p(math.exp(-0.8))) / 2
+    assert bt_loss(s, delta).item() == pytest.approx(expected, rel=1e-6)
+    assert bt_loss(s[1:], delta[1:]).item() == 0.0  # all agree / all disagree -> no triple
+    two = bt_loss(s[:1].expand(2, -1), torch.tensor([[1, 0, 0], [0, 1, 0]]))
+    second = (math.log1p(math.exp(1.5)) + math.log1p(math.exp(-(-0.5 - 0.2)))) / 2
+    assert two.item() == pytest.approx((expected + second) / 2, rel=1e-6)
+
+
+def test_forward_loss_is_weighted_bt_plus_cls(offline_router):
+    import copy
+
+    from hfx.routing import bt_loss
+
+    router = copy.deepcopy(offline_router)
+    router.lambda_bt, router.lambda_cls = 0.7, 0.3
+    enc_a = router.tokenize(["p1", "p2"], ["one two", "three"])
+    enc_b = router.tokenize(["p1", "p2"], ["four", "five six"])
+    agreement = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    out = router(enc_a["input_ids"], enc_a["attention_mask"], enc_b["input_ids"], enc_b["attention_mask"], agreement)
+    expected = 0.7 * bt_loss(out.bt_scores, agreement) + 0.3 * F.binary_cross_entropy_with_logits(
+        out.cls_logits, agreement
+    )
+    assert torch.allclose(out.loss, expected)
+    assert torch.allclose(out.bt_scores, out.pair_embeddings @ router.prior_means().T, atol=1e-6)
+    with pytest.raises(ValueError, match="`agreement` must have shape"):
+        router(
+            enc_a["input_ids"], enc_a["attention_mask"], enc_b["input_ids"], enc_b["attention_mask"], agreement[:, :1]
+        )
+
+
+def _toy_pairs(n):
+    # letters: the longer response is preferred (RM "long" agrees); digits: the shorter one is preferred ("short")
+    rows = {"prompt": [], "response_a": [], "response_b": [], "label": []}
+    for i in range(n):
+        if i % 2 == 0:
+            rows["prompt"].append("describe the image")
+            rows["response_a"].append("a photo of a cat on a mat" if i % 4 == 0 else "a cat")
+            rows["response_b"].append("a cat" if i % 4 == 0 else "a photo of a cat on a mat")
+            rows["label"].append(0 if i % 4 == 0 else 1)
+        else:
+            rows["prompt"].append("0 1 2 3 + 4 =")
+            rows["response_a"].append("7" if i % 4 == 1 else "7 8 9 10 11 12")
+            rows["response_b"].append("7 8 9 10 11 12" if i % 4 == 1 else "7")
+            rows["label"].append(0 if i % 4 == 1 else 1)
+    return rows
+
+
+def test_label_with_reward_models_one_call_per_pair_and_agreement():
+    from datasets import Dataset
+
+    from hfx.routing import PairScorer, as_pair_scorer, label_with_reward_models
+    from hfx.testing import tiny_reward_model
+
+    rows = _toy_pairs(8)
+    scorers = {"long": as_pair_scorer(long_rm), "short": as_pair_scorer(short_rm)}
+    labelled = label_with_reward_models(Dataset.from_dict(rows), scorers, batch_size=3, show_progress=False)
+    assert {s.num_pair_calls for s in scorers.values()} == {8}  # each RM scores each pair exactly once
+    assert list(labelled["agree_long"]) == [1, 0] * 4 and list(labelled["agree_short"]) == [0, 1] * 4
+    assert labelled["score_a_long"][0] == float(len(rows["response_a"][0]))
+    # an HF sequence-classification RM as a (model, tokenizer) tuple
+    rm, tok = tiny_reward_model()
+    out = label_with_reward_models(rows, {"tiny": (rm, tok)}, show_progress=False)
+    enc = tok(
+        rows["prompt"][0]
+        and tok.apply_chat_template(
+            [{"role": "user", "content": rows["prompt"][0]}, {"role": "assistant", "content": rows["response_a"][0]}],
+            tokenize=False,
+        ),
+        return_tensors="pt",
+        add_special_tokens=False,
+    )
+    with torch.no_grad():
+        assert out["score_a_tiny"][0] == pytest.approx(rm(**enc).logits[0, 0].item(), abs=1e-4)
+    assert isinstance(as_pair_scorer(scorers["long"]), PairScorer)
+    with pytest.raises(ValueError, match="must not be empty"):
+        label_with_reward_models(rows, {})
+    with pytest.raises(ValueError, match="missing column"):
+        label_with_reward_models({"prompt": ["x"]}, scorers)
+    with pytest.raises(TypeError, match="tuple"):
+        as_pair_scorer(rm)
+
+
+def test_offline_trainer_learns_to_route_by_region(tmp_path):
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from hfx.routing import OfflineRouter, OfflineRouterTrainer, label_with_reward_models, router_accuracy
+    from hfx.testing import tiny_llama
+
+    encoder, tok = tiny_llama(seed=3)
+    router = OfflineRouter.from_encoder(encoder, tok, RM_NAMES, max_length=32)
+    ds = label_with_reward_models(
+        Dataset.from_dict(_toy_pairs(16)), {"long": long_rm, "short": short_rm}, show_progress=False
+    )
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        learning_rate=5e-3,
+        per_device_train_batch_size=8,
+        num_train_epochs=6,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+    )
+    trainer = OfflineRouterTrainer(router, args=args, train_dataset=ds, eval_dataset=ds)
+    before = trainer.evaluate()
+    trainer.train()
+    after = trainer.evaluate()
+    assert after["eval_loss"] < before["eval_loss"]
+    assert after["eval_router_accuracy"] == 1.0 and after["eval_best_single_rm_accuracy"] == 0.5
+    assert router_accuracy(router, ds) == 1.0
+    trainer.save_model(str(tmp_path / "ckpt"))
+    loaded = OfflineRouter.from_pretrained(str(tmp_path / "ckpt"))
+    assert router_accuracy(loaded, ds) == 1.0
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['agree_short'\]"):
+        OfflineRouterTrainer(router, args=args, train_dataset=ds.remove_columns("agree_short"))
+
+
+def test_save_load_round_trip_and_hub_pull_offline(offline_router, tmp_path):
+    from hfx.hub import add_to_hf_cache
+    from hfx.routing import OfflineRouter
+
+    offline_router.save_pretrained(tmp_path / "router")
+    cache = tmp_path / "cache"
+    add_to_hf_cache(tmp_path / "router", "org/router", cache_dir=cache)
+    for source in (str(tmp_path / "router"), "org/router"):
+        loaded = OfflineRouter.from_pretrained(source, cache_dir=cache)
+        assert loaded.rm_names == RM_NAMES and loaded.max_length == 64
+        sd, ref = loaded.state_dict(), offline_router.state_dict()
+        assert sd.keys() == ref.keys() and all(torch.equal(sd[k], ref[k]) for k in sd)
+        args = (["p"], ["one two"], ["three"])
+        assert torch.equal(loaded.embed_pairs(*args), offline_router.embed_pairs(*args))
+    # prior injection from the pulled router (conformance 2, end to end)
+    online = ThompsonRouter.from_offline_router(loaded, prior_precision=3.0)
+    assert online.arm_names == RM_NAMES
+    assert torch.allclose(online.mean, F.normalize(offline_router.bt_embeddings.detach().double(), dim=-1))
+    with pytest.raises(Exception, match="(?i)cannot find|not found|offline|local"):
+        OfflineRouter.from_pretrained("org/missing", cache_dir=cache)
+
+
+def test_publish_writes_a_hub_ready_folder(tmp_path):
+    from huggingface_hub import ModelCard
+
+    from hfx.hub import publish
+    from hfx.routing import OfflineRouter
+
+    out = publish("bayesian-router", tmp_path / "pub")
+    card = ModelCard.load(out / "README.md")
+    assert "arxiv:2510.02850" in card.data.tags and card.data.library_name == "hfx"
+    assert "Untrained demo" in card.text and "{{" not in card.text
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out.iterdir()}
+    assert OfflineRouter.from_pretrained(str(out)).num_rms == 4
+
+
+# ------------------------------------------------------------------------------------------------ TRL adapter
+class CountingRM:
+    """A reward function that records which prompts it scored (to count RM calls per pair)."""
+
+    def __init__(self, sign):
+        self.sign, self.seen = sign, []
+
+    def __call__(self, prompts, completions, **kwargs):
+        self.seen += prompts[: len(prompts) // 2]
+        return [self.sign * float(len(c)) for c in completions]
+
+
+def _routed(offline_router, seed=0, router=None):
+    from hfx.routing import RoutedRewardModel
+
+    rms = {"long": CountingRM(1.0), "short": CountingRM(-1.0)}
+    router = router or ThompsonRouter.from_offline_router(offline_router)
+    return RoutedRewardModel(router, rms, encoder=offline_router, seed=seed), rms
+
+
+def test_exactly_one_rm_call_per_pair(offline_router):
+    # conformance 5: P pairs -> P calls in total, each by the routed RM; the ensemble / majority baseline makes K*P
+    from hfx.routing import label_with_reward_models
+
+    routed, rms = _routed(offline_router)
+    rows = _toy_pairs(12)
+    prompts = [f"{p} #{i}" for i, p in enumerate(rows["prompt"])]
+    verdicts = routed.judge(prompts, [[a, b] for a, b in zip(rows["response_a"], rows["response_b"])])
+    arms = [p["arm"] for p in routed.pending]
+    assert sum(routed.num_rm_calls.values()) == 12
+    for arm, name in enumerate(RM_NAMES):
+        assert sorted(rms[name].seen) == sorted(p for p, a in zip(prompts, arms) if a == arm)
+    for v, a, ra, rb in zip(verdicts, arms, rows["response_a"], rows["response_b"]):
+        assert v == (0 if (len(ra) >= len(rb)) == (a == 0) or len(ra) == len(rb) else 1)
+    scorers = {n: CountingRM(1.0) for n in RM_NAMES}
+    label_with_reward_models(dict(rows, label=rows["label"]), scorers, show_progress=False)
+    assert sum(len(s.seen) for s in scorers.values()) == len(RM_NAMES) * 12
+
+
+def test_grpo_reward_function_pairs_completions_within_groups(offline_router):
+    routed, rms = _routed(offline_router)
+    prompts = ["p"] * 3 + ["q"] * 2
+    completions = ["aaaa", "a", "aa", "bb", "bbbbb"]
+    rewards = routed(prompts=prompts, completions=completions)
+    # pairs: (0,1), (2,0) [odd group: last with first], (3,4) -> 3 RM calls
+    assert sum(routed.num_rm_calls.values()) == 3 and len(routed.pending) == 3
+    assert set(rewards) <= {0.0, 1.0} and rewards[0] + rewards[1] == 1.0 and rewards[3] + rewards[4] == 1.0
+    winner_first = [p["chosen"] for p in routed.pending]
+    assert all(c in completions for c in winner_first)
+
+
+def test_feedback_updates_only_routed_arms_with_normalised_rewards(offline_router):
+    routed, _ = _routed(offline_router, router=ThompsonRouter.from_offline_router(offline_router))
+    routed.normalizer.min_history = 1
+    routed(prompts=["p"] * 4, completions=["a", "bb", "ccc", "dddd"])
+    arms = torch.tensor([p["arm"] for p in routed.pending])
+    before = routed.router.state_dict()
+    with pytest.raises(ValueError, match="one per pending pair"):
+        routed.feedback(torch.tensor([0.1]))
+    rewards = routed.feedback(torch.tensor([0.2, 0.9]))
+    assert routed.pending == [] and ((rewards >= 0) & (rewards <= 1)).all()
+    assert rewards[0] > rewards[1]  # lower DPO loss -> higher router reward
+    after = routed.router.state_dict()
+    for n in range(2):
+        assert torch.equal(after["precision"][n], before["precision"][n]) == (n not in arms.tolist())
+
+
+def test_dpo_pair_losses_closed_form():
+    from hfx.routing import dpo_pair_losses
+    from hfx.testing import tiny_llama
+
+    model, tok = tiny_llama(seed=4)
+    prompts, chosen, rejected = ["hello world"] * 2, ["how are you", "the answer is four"], ["fine", "hmm"]
+    same = dpo_pair_losses(model, tok, prompts, chosen, rejected, ref_model=model)
+    assert torch.allclose(same, torch.full((2,), math.log(2), dtype=same.dtype))  # reference == policy -> ln 2
+    m_loss = dpo_pair_losses(model, tok, prompts, chosen, rejected)
+    swapped = dpo_pair_losses(model, tok, prompts, rejected, chosen)
+    # softplus(-m) - softplus(m) = -m, with m = logp(chosen) - logp(rejected) computed by hand below
+    with torch.no_grad():
+
+        def logp(p, c):
+            ids_p = tok(p, add_special_tokens=False)["input_ids"]
+            ids = torch.tensor([ids_p + tok(c, add_special_tokens=False)["input_ids"]])
+            lp = model(ids).logits[0, :-1].log_softmax(-1).gather(1, ids[0, 1:, None])[:, 0]
+            return lp[len(ids_p) - 1 :].sum()
+
+        m = torch.stack([logp(p, c) - logp(p, r) for p, c, r in zip(prompts, chosen, rejected)])
+    assert torch.allclose(m_loss - swapped, -m, atol=1e-4)
+
+
+def test_routed_reward_model_bad_inputs(offline_router):
+    from hfx.routing import RoutedRewardModel
+
+    router = ThompsonRouter.from_offline_router(offline_router)
+    with pytest.raises(ValueError, match="must not be empty"):
+        RoutedRewardModel(router, {}, encoder=offline_router)
+    with pytest.raises(ValueError, match=r"Unknown reward model name\(s\) \['code'\]"):
+        RoutedRewardModel(router, {"long": long_rm, "code": short_rm}, encoder=offline_router)
+    with pytest.raises(ValueError, match="lacks the router arm"):
+        RoutedRewardModel(router, {"long": long_rm}, encoder=offline_router)
+    with pytest.raises(ValueError, match="holds 3 RMs"):
+        RoutedRewardModel(router, [long_rm] * 3, encoder=offline_router)
+    with pytest.raises(ValueError, match="`reward_mode`"):
+        RoutedRewardModel(router, [long_rm, short_rm], encoder=offline_router, reward_mode="sum")
+    wrong_dim = ThompsonRouter(torch.randn(2, 7), arm_names=RM_NAMES)
+    routed = RoutedRewardModel(wrong_dim, [long_rm, short_rm], encoder=offline_router)
+    with pytest.raises(ValueError, match="embedding dim 32"):
+        routed(prompts=["p", "p"], completions=["a", "b"])
+
+
+def test_tiny_grpo_step_routes_one_rm_per_pair_and_updates_the_router(offline_router, tmp_path):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from hfx.routing import RouterUpdateCallback
+    from hfx.testing import tiny_llama
+
+    policy, tok = tiny_llama(seed=1)
+    routed, rms = _routed(offline_router)
+    callback = RouterUpdateCallback(routed)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=4,
+        learning_rate=1e-3,
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+    )
+    ds = Dataset.from_dict({"prompt": ["hello world", "two plus two ?"] * 2})
+    trainer = GRPOTrainer(
+        model=policy, reward_funcs=routed, args=args, train_dataset=ds, processing_class=tok, callbacks=[callback]
+    )
+    trainer.train()
+    # 1 prompt x 4 generations -> 2 pairs -> exactly 2 RM calls; the callback fed both pairs back
+    assert sum(routed.num_rm_calls.values()) == 2
+    assert callback.num_updates == 1 and routed.pending == []
+    assert int(routed.router.counts.sum()) == 2
+    assert callback.ref_model is not policy and "forward" not in callback.ref_model.__dict__

@@ -20,7 +20,7 @@ from .thompson import EMARewardNormalizer, QuantileRewardNormalizer, ThompsonRou
 _LAZY = {
     "OfflineRouter": "hfx.routing.offline",
     "OfflineRouterOutput": "hfx.routing.offline",
-    "pair_fusion_text": "hfx.routing.offline",
+    "format_pair_text": "hfx.routing.offline",
     "bt_loss": "hfx.routing.offline",
     "OfflineRouterTrainer": "hfx.routing.trainer",
     "OfflineRouterCollator": "hfx.routing.trainer",
@@ -29,23 +29,34 @@ _LAZY = {
     "PairScorer": "hfx.routing.labeling",
     "as_pair_scorer": "hfx.routing.labeling",
     "RoutedRewardModel": "hfx.routing.trl",
-    "RouterUpdateCallback": "hfx.routing.trl",
-    "dpo_pair_losses": "hfx.routing.trl",
+    "RouterUpdateCallback": "hfx.routing.callback",
+    "dpo_pair_losses": "hfx.routing.callback",
     "publish": "hfx.routing.hub",
 }
 
-__all__ = sorted(
-    [
-        "BaseRouter",
-        "EMARewardNormalizer",
-        "LinUCBRouter",
-        "QuantileRewardNormalizer",
-        "RandomRouter",
-        "ThompsonRouter",
-        "advantage",
-        *_LAZY,
-    ]
-)
+__all__ = [
+    "BaseRouter",
+    "EMARewardNormalizer",
+    "LinUCBRouter",
+    "OfflineRouter",
+    "OfflineRouterCollator",
+    "OfflineRouterOutput",
+    "OfflineRouterTrainer",
+    "PairScorer",
+    "QuantileRewardNormalizer",
+    "RandomRouter",
+    "RoutedRewardModel",
+    "RouterUpdateCallback",
+    "ThompsonRouter",
+    "advantage",
+    "as_pair_scorer",
+    "bt_loss",
+    "dpo_pair_losses",
+    "format_pair_text",
+    "label_with_reward_models",
+    "publish",
+    "router_accuracy",
+]
 
 
 def __getattr__(name):
