@@ -1,0 +1,336 @@
+"""Tests for hfx.prunesid: the selection core (spec conformance cases 1-8), baselines, and the HF LLaVA integration."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hfx.prunesid import (
+    PruneSIDConfig,
+    allocate_quotas,
+    group_nms,
+    prunesid_select,
+    prunesid_select_qwen2vl,
+    qwen2vl_budget,
+    redundancy,
+)
+from hfx.prunesid.selection import cosine_similarity_matrix
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def clustered_features(b=2, t=576, d=64, clusters=12, spread=0.6, common=0.0, seed=0):
+    """(b, 1 + t, d) features: CLS + t patch tokens drawn around `clusters` centres (plus an optional shared offset)."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(b, clusters, d, generator=g)
+    assign = torch.randint(0, clusters, (b, t), generator=g)
+    x = centres.gather(1, assign[..., None].expand(-1, -1, d)) + spread * torch.randn(b, t, d, generator=g)
+    x = x + common * torch.ones(d)
+    cls = torch.randn(b, 1, d, generator=g)
+    return torch.cat([cls, x], dim=1)
+
+
+def cls_attention_like(b=2, t=576, heads=16, seed=1):
+    """Summed-over-heads CLS attention: each head is a softmax over 1 + t tokens, the CLS column dropped."""
+    g = torch.Generator().manual_seed(seed)
+    att = torch.softmax(torch.randn(b, heads, 1 + t, generator=g) * 2, dim=-1)
+    return att[..., 1:].sum(1)
+
+
+def image(h, w, seed=0):
+    return Image.fromarray(np.random.RandomState(seed).randint(0, 255, (h, w, 3), dtype=np.uint8))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# selection core: hand-computed building blocks
+
+
+def test_redundancy_hand_computed():
+    sim = torch.tensor([[[1.0, 0.5, 0.1], [0.5, 1.0, -0.3], [0.1, -0.3, 1.0]]])
+    # strict upper triangle: (0.5 + 0.1 - 0.3) / 3
+    assert redundancy(sim, "llava").item() == pytest.approx(0.1)
+    # qwen2vl: upper triangle incl. diagonal over all 9 entries: (3 + 0.3) / 9
+    assert redundancy(sim, "qwen2vl").item() == pytest.approx(3.3 / 9)
+
+
+def test_group_nms_hand_example():
+    # tokens 0,1,2 in group 0; tokens 3,4 in group 1. 0~1 similar (0.9), 3~4 dissimilar (0.1). tau = 0.5.
+    sim = torch.eye(5)
+    sim[0, 1] = sim[1, 0] = 0.9
+    sim[3, 4] = sim[4, 3] = 0.1
+    scores = torch.tensor([[0.5, 0.9, 0.2, 0.3, 0.4]])
+    groups = torch.tensor([[0, 0, 0, 1, 1]])
+    priority, kept, counts = group_nms(sim[None], scores, groups, 2, torch.tensor([0.5]))
+    # group 0: keeps 1 (best), suppresses 0, then keeps 2; group 1: keeps 4 then 3.
+    assert kept.tolist() == [[False, True, True, True, True]]
+    assert counts.tolist() == [[2, 2]]
+    p0 = priority[0, 1].item()
+    assert priority[0, 4].item() == p0 and priority[0, 2].item() == p0 - 1 and priority[0, 3].item() == p0 - 1
+    assert priority[0, 0].item() == pytest.approx(0.5)  # suppressed: keeps its raw score
+
+
+def test_allocate_quotas_hand_example():
+    # n = [10, 6, 0, 4], k = [5, 3, 0, 2], N = 8 with CLS reserved -> R = 8 - 3 - 1 = 4.
+    # upper = min(5*ceil(8/64)=5, n, k) = [5, 3, 0, 2] (sum 10 >= 8). cumsum(k/10)*4 = [2, 3.2, 3.2, 4] -> [2, 3, 3, 4]
+    # d = [2, 1, 0, 1]; q = min(d + lower, upper) = [3, 2, 0, 2]: sum 7 = N - 1.
+    q = allocate_quotas(torch.tensor([[10, 6, 0, 4]]), torch.tensor([[5, 3, 0, 2]]), 8)
+    assert q.tolist() == [[3, 2, 0, 2]]
+    # deficit filling: upper caps the proportional share, the rest goes to groups in descending k
+    q = allocate_quotas(torch.tensor([[10, 10]]), torch.tensor([[9, 1]]), 12, upper_factor=1)
+    assert q.sum().item() == 11 and q[0, 1].item() >= 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# conformance cases 1, 3-7
+
+
+@pytest.mark.parametrize("n", [32, 64, 128, 192])
+def test_conformance_1_exact_budget_and_3_groups(n):
+    x, att = clustered_features(), cls_attention_like()
+    idx, info = prunesid_select(x, n, att, return_info=True)
+    assert idx.shape == (2, n)
+    assert (idx[:, 0] == 0).all()  # CLS first
+    for row in idx:
+        assert len(set(row.tolist())) == n  # distinct; no patch twice
+    # case 3: K = floor(N/4) groups, one group per patch, Σ q = N - 1, every non-empty group contributes
+    assert info.num_groups == n // 4
+    assert info.groups.shape == (2, 576) and int(info.groups.min()) >= 0 and int(info.groups.max()) < n // 4
+    assert (info.group_sizes.sum(-1) == 576).all()
+    assert (info.quotas.sum(-1) == n - 1).all()
+    for b in range(2):
+        chosen_groups = set(info.groups[b, idx[b, 1:] - 1].tolist())
+        non_empty = set(torch.nonzero(info.group_sizes[b]).flatten().tolist())
+        assert chosen_groups == non_empty
+
+
+def test_conformance_4_nms_property():
+    x, att = clustered_features(spread=0.8, common=0.5), cls_attention_like()
+    _, info = prunesid_select(x, 32, att, return_info=True)
+    assert (info.tau < 1).all(), "precondition: NMS must be active"
+    sim = cosine_similarity_matrix(x[:, 1:])
+    for b in range(2):
+        for g in range(info.num_groups):
+            kept = torch.nonzero(info.kept[b] & (info.groups[b] == g)).flatten()
+            block = sim[b][kept][:, kept] - 2 * torch.eye(len(kept))
+            assert len(kept) < 2 or block.max() <= info.tau[b] + 1e-6
+    assert (info.kept_counts < info.group_sizes).any()  # NMS did suppress something
+
+
+def test_conformance_5_saturation_equivalence():
+    x, att = clustered_features(common=2.0), cls_attention_like()
+    idx, info = prunesid_select(x, 192, att, return_info=True)
+    assert (info.rho >= 0.17).all() and (info.tau >= 1).all()
+    assert torch.equal(info.kept_counts, info.group_sizes)  # k_g = n_g: NMS suppresses nothing
+    no_nms = prunesid_select(x, 192, att, use_nms=False)
+    for b in range(2):
+        assert set(idx[b].tolist()) == set(no_nms[b].tolist())
+
+
+def test_conformance_6_kept_first_ordering():
+    x, att = clustered_features(spread=0.8, common=0.5), cls_attention_like(heads=16)
+    idx, info = prunesid_select(x, 64, att, return_info=True)
+    nms_priority = info.priority[info.kept]
+    assert nms_priority.min() > 16  # priorities exceed any summed CLS attention (<= number of heads)
+    for b in range(2):
+        sel = idx[b, 1:] - 1
+        g, k = info.groups[b, sel], info.kept[b, sel]
+        for grp in g.unique():
+            flags = k[g == grp].tolist()
+            assert flags == sorted(flags, reverse=True)  # all kept (True) before all non-kept (False)
+        assert (g.diff() >= 0).all()  # group by group
+
+
+def test_conformance_7_determinism():
+    x, att = clustered_features(), cls_attention_like()
+    a = prunesid_select(x, 64, att, seed=3)
+    assert torch.equal(a, prunesid_select(x, 64, att, seed=3))
+    before = torch.get_rng_state()
+    c = prunesid_select(x, 64, att, seed=4)
+    assert torch.equal(before, torch.get_rng_state())  # the global RNG is untouched
+    assert c.shape == a.shape
+
+
+def test_pca_loading_score_and_no_cls():
+    x = clustered_features()
+    idx = prunesid_select(x[:, 1:], 40, score="pca_loading", has_cls=False)
+    assert idx.shape == (2, 40) and all(len(set(r.tolist())) == 40 for r in idx)
+
+
+def test_conformance_8_qwen2vl_budget():
+    assert qwen2vl_budget(1000, 64) == round(1000 * 64 / 576) == 111
+    assert qwen2vl_budget(100, 64) == 16  # max(round(11.1), 16)
+    assert qwen2vl_budget(16, 64) == 16  # T <= 16: all kept
+    small = torch.randn(1, 12, 32)
+    assert torch.equal(prunesid_select_qwen2vl(small, 64), torch.arange(12)[None])
+    x = clustered_features(b=1, t=400, d=64)[:, 1:]
+    kept = prunesid_select_qwen2vl(x, 64)
+    assert kept.shape == (1, qwen2vl_budget(400, 64)) and len(set(kept[0].tolist())) == kept.shape[1]
+    # M-RoPE position ids (3, B, T) gathered with the kept positions keep their original values
+    position_ids = torch.stack([torch.zeros(400), torch.arange(400) // 20, torch.arange(400) % 20]).long()[:, None]
+    kept_pos = position_ids[:, :, kept[0]]
+    for j, p in enumerate(kept[0].tolist()):
+        assert kept_pos[:, 0, j].tolist() == [0, p // 20, p % 20]
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_bad_budget_errors(bad):
+    x, att = clustered_features(b=1, t=49, d=32), cls_attention_like(b=1, t=49)
+    with pytest.raises(ValueError, match="num_tokens"):
+        prunesid_select(x, bad, att)
+    with pytest.raises(ValueError, match="num_visual_tokens"):
+        PruneSIDConfig(num_visual_tokens=bad)
+
+
+def test_budget_above_available_and_bad_options():
+    x, att = clustered_features(b=1, t=49, d=32), cls_attention_like(b=1, t=49)
+    with pytest.raises(ValueError, match="available"):
+        prunesid_select(x, 51, att)
+    with pytest.raises(ValueError, match="cls_attention"):
+        prunesid_select(x, 8)
+    with pytest.raises(ValueError, match="method"):
+        PruneSIDConfig(method="fastv")
+    with pytest.raises(ValueError, match="score"):
+        PruneSIDConfig(score="norm")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# LLaVA-1.5 integration (tiny random model: 7x7 patches + CLS)
+
+PROMPTS = ["USER: <image>\ndescribe ASSISTANT:", "USER: <image>\nwhat is the answer? the final answer is ASSISTANT:"]
+
+
+@pytest.fixture(scope="module")
+def llava():
+    from hfx.testing import tiny_llava
+
+    return tiny_llava()
+
+
+def pruned_llava(llava, n, **kw):
+    from hfx.prunesid import apply
+
+    model, processor = llava
+    return apply(copy.deepcopy(model), processor, num_visual_tokens=n, **kw)
+
+
+def n_image_tokens(batch, model):
+    return (batch["input_ids"] == model.config.image_token_index).sum(-1)
+
+
+@pytest.mark.parametrize("method", ["prunesid", "random", "pooling", "visionzip", "divprune"])
+def test_placeholders_match_features_batch_layouts(llava, method):
+    model, processor = pruned_llava(llava, 12, method=method)
+    imgs = [image(200, 300, 0), image(320, 240, 1), image(224, 224, 2)]
+    layouts = [
+        ([imgs[0]], PROMPTS[:1]),
+        (imgs[:2], PROMPTS),  # two sizes, left padding
+        (imgs, ["USER: <image> and <image>\ncompare ASSISTANT:", PROMPTS[1]]),  # two images in one prompt
+    ]
+    for images, texts in layouts:
+        batch = processor(images=images, text=texts, return_tensors="pt", padding=True)
+        counts = n_image_tokens(batch, model)
+        assert counts.tolist() == [12 * t.count("<image>") for t in texts]
+        feats = model.model.get_image_features(batch["pixel_values"]).pooler_output
+        assert [f.shape[0] for f in feats] == [12] * len(images)
+        out = model.generate(**batch, max_new_tokens=3, do_sample=False)
+        assert out.shape == (len(texts), batch["input_ids"].shape[1] + 3)
+
+
+def test_all_tokens_equals_unpruned(llava):
+    stock, processor = llava
+    imgs = [image(200, 300, 0), image(320, 240, 1)]
+    ref_batch = processor(images=imgs, text=PROMPTS, return_tensors="pt", padding=True)
+    ref = stock.generate(**ref_batch, max_new_tokens=6, do_sample=False)
+    # N = all 49 patch tokens, CLS dropped, spatial order: identical inputs to the LLM -> identical generations
+    model, proc = pruned_llava(llava, 49, keep_cls=False, token_order="spatial")
+    batch = proc(images=imgs, text=PROMPTS, return_tensors="pt", padding=True)
+    assert torch.equal(batch["input_ids"], ref_batch["input_ids"])
+    assert torch.equal(model.generate(**batch, max_new_tokens=6, do_sample=False), ref)
+    # pruning disabled (num_visual_tokens=None): the stock behaviour
+    model, proc = pruned_llava(llava, None)
+    assert torch.equal(
+        model.generate(
+            **proc(images=imgs, text=PROMPTS, return_tensors="pt", padding=True), max_new_tokens=6, do_sample=False
+        ),
+        ref,
+    )
+
+
+def test_batch_equals_per_image(llava):
+    model, processor = pruned_llava(llava, 16)
+    imgs = [image(200, 300, 0), image(320, 240, 1)]
+    batch = processor(images=imgs, text=PROMPTS, return_tensors="pt", padding=True)
+    batched = model.model.get_image_features(batch["pixel_values"])
+    out = model.generate(**batch, max_new_tokens=5, do_sample=False)
+    for i in range(2):
+        single = processor(images=[imgs[i]], text=[PROMPTS[i]], return_tensors="pt")
+        alone = model.model.get_image_features(single["pixel_values"])
+        assert torch.equal(alone.prunesid_indices[0], batched.prunesid_indices[i])
+        torch.testing.assert_close(alone.pooler_output[0], batched.pooler_output[i], atol=1e-5, rtol=1e-5)
+        gen = model.generate(**single, max_new_tokens=5, do_sample=False)
+        assert gen[0, -5:].tolist() == out[i, -5:].tolist()
+
+
+def test_selection_matches_core_on_tower_features(llava):
+    """The model keeps exactly the tokens prunesid_select picks on the penultimate CLIP layer + CLS attention."""
+    from hfx.prunesid.modeling import cls_attention_and_keys
+
+    model, processor = pruned_llava(llava, 10)
+    pixel_values = processor(images=[image(200, 300, 0)], text=PROMPTS[:1], return_tensors="pt")["pixel_values"]
+    tower = model.model.vision_tower
+    tower.config._attn_implementation = "eager"
+    out = tower(pixel_values, output_hidden_states=True, output_attentions=True)
+    eager_cls = out.attentions[-2][:, :, 0, 1:].sum(1)  # the authors' attn_weights[:, :, 0, 1:].sum(1)
+    cls_attn, _ = cls_attention_and_keys(tower, out.hidden_states, -2)
+    torch.testing.assert_close(cls_attn, eager_cls, atol=1e-6, rtol=1e-5)
+    expected = prunesid_select(out.hidden_states[-2], 10, eager_cls)
+    got = model.model.get_image_features(pixel_values)
+    assert got.prunesid_indices[0].tolist() == expected[0].tolist()
+    proj = model.model.multi_modal_projector(out.hidden_states[-2][0, expected[0]])
+    torch.testing.assert_close(got.pooler_output[0], proj)
+
+
+def test_stock_checkpoint_loads_every_weight(llava, tmp_path):
+    from hfx.prunesid import PruneSIDLlavaForConditionalGeneration, PruneSIDLlavaProcessor
+
+    stock, processor = llava
+    stock.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    loaded = PruneSIDLlavaForConditionalGeneration.from_pretrained(tmp_path)
+    ref, got = stock.state_dict(), loaded.state_dict()
+    assert set(ref) == set(got)
+    for k in ref:
+        assert torch.equal(ref[k], got[k]), k
+    assert torch.equal(loaded.lm_head.weight, stock.lm_head.weight)
+    # settings round-trip through config.json and processor_config.json
+    loaded.config.prunesid = PruneSIDConfig(num_visual_tokens=20, method="divprune").to_dict()
+    loaded.save_pretrained(tmp_path / "pruned")
+    proc = PruneSIDLlavaProcessor.from_pretrained(tmp_path, num_visual_tokens=20)
+    proc.save_pretrained(tmp_path / "pruned")
+    again = PruneSIDLlavaForConditionalGeneration.from_pretrained(tmp_path / "pruned")
+    assert PruneSIDConfig.from_model_config(again.config) == PruneSIDConfig(num_visual_tokens=20, method="divprune")
+    proc2 = PruneSIDLlavaProcessor.from_pretrained(tmp_path / "pruned")
+    assert proc2.num_visual_tokens == 20 and proc2.keep_cls is True
+    batch = proc2(images=[image(200, 300)], text=PROMPTS[:1], return_tensors="pt")
+    assert n_image_tokens(batch, again).item() == 20
+    again.generate(**batch, max_new_tokens=2, do_sample=False)
+
+
+def test_llava_errors(llava):
+    from hfx.prunesid import apply
+    from hfx.testing import tiny_llama
+
+    model, processor = pruned_llava(llava, 51)  # 49 patches + CLS = 50 available
+    with pytest.raises(ValueError, match="num_visual_tokens"):
+        processor(images=[image(200, 300)], text=PROMPTS[:1], return_tensors="pt")
+    pixel_values = llava[1].image_processor([image(200, 300)], return_tensors="pt")["pixel_values"]
+    with pytest.raises(ValueError, match="available"):
+        model.model.get_image_features(pixel_values)
+    with pytest.raises(ValueError, match="num_visual_tokens"):
+        pruned_llava(llava, 0)
+    with pytest.raises(TypeError, match="model"):
+        apply(tiny_llama()[0], None, num_visual_tokens=8)
