@@ -535,15 +535,20 @@ def test_exactly_one_rm_call_per_pair(offline_router):
 
 
 def test_grpo_reward_function_pairs_completions_within_groups(offline_router):
-    routed, rms = _routed(offline_router)
+    routed, _ = _routed(offline_router)
     prompts = ["p"] * 3 + ["q"] * 2
     completions = ["aaaa", "a", "aa", "bb", "bbbbb"]
     rewards = routed(prompts=prompts, completions=completions)
     # pairs: (0,1), (2,0) [odd group: last with first], (3,4) -> 3 RM calls
     assert sum(routed.num_rm_calls.values()) == 3 and len(routed.pending) == 3
-    assert set(rewards) <= {0.0, 1.0} and rewards[0] + rewards[1] == 1.0 and rewards[3] + rewards[4] == 1.0
-    winner_first = [p["chosen"] for p in routed.pending]
-    assert all(c in completions for c in winner_first)
+    pairs = [(0, 1), (2, 0), (3, 4)]
+    for (i, j), pending in zip(pairs, routed.pending):
+        longer_wins = pending["arm"] == 0  # RM "long" prefers the longer completion, RM "short" the shorter
+        winner = max((i, j), key=lambda k: len(completions[k]) * (1 if longer_wins else -1))
+        assert pending["chosen"] == completions[winner]
+        if (i, j) != (2, 0):
+            assert rewards[winner] == 1.0 and rewards[i + j - winner] == 0.0
+    assert rewards[2] == float(routed.pending[1]["chosen"] == "aa")  # completion 2 is rewarded by its own pair
 
 
 def test_feedback_updates_only_routed_arms_with_normalised_rewards(offline_router):
@@ -613,7 +618,7 @@ def test_tiny_grpo_step_routes_one_rm_per_pair_and_updates_the_router(offline_ro
     from hfx.testing import tiny_llama
 
     policy, tok = tiny_llama(seed=1)
-    routed, rms = _routed(offline_router)
+    routed, _ = _routed(offline_router)
     callback = RouterUpdateCallback(routed)
     args = GRPOConfig(
         output_dir=str(tmp_path),
