@@ -547,11 +547,66 @@ def test_short_training_run_beta_from_saved_checkpoint_and_save(tmp_path):
     trainer.save_model(str(tmp_path / "saved"))
     saved = json.loads((tmp_path / "saved" / "thr_config.json").read_text())
     assert saved["thr_mode"] == "thr_only" and saved["thr_p"] == 0.1
+    (tmp_path / "saved" / "optimizer.pt").write_bytes(b"training state")  # must not be published
     from transformers import AutoModelForCausalLM
 
-    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "saved")
+    from hfx.hub import add_to_hf_cache, publish
+
+    out = publish("thr-grpo", tmp_path / "pub", source=tmp_path / "saved", repo_id="hfx-test/thr-policy")
+    assert not (out / "optimizer.pt").exists() and (out / "thr_config.json").is_file()
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "arxiv:2510.03669" in card and "| `thr_mode` | `thr_only` |" in card
+    assert "untrained demo" not in card and "hfx-test/thr-policy" in card
+    add_to_hf_cache(out, "hfx-test/thr-policy", cache_dir=tmp_path / "cache")
+    reloaded = AutoModelForCausalLM.from_pretrained("hfx-test/thr-policy", cache_dir=tmp_path / "cache")
     for (n, p), (_, q) in zip(trainer.model.named_parameters(), reloaded.named_parameters()):
         assert torch.equal(p.detach(), q), n
+
+
+def test_publish_demo_and_bad_source(tmp_path):
+    from hfx.hub import publish
+
+    out = publish("thr-grpo", tmp_path / "demo")
+    card = (out / "README.md").read_text()
+    assert "untrained demo" in card and "- demo" in card
+    assert json.loads((out / "thr_config.json").read_text())["thr_mode"] == "reweight"
+    with pytest.raises(ValueError, match="`source`"):
+        publish("thr-grpo", tmp_path / "bad", source=tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------------ plotting
+def test_token_thr_html_colours_and_frames():
+    from hfx.trainers.thr import token_thr_html
+
+    doc = token_thr_html(
+        ["a", "<b>", "c", "pad"], [2.0, -1.0, 0.0, 5.0], dominant=[True, False, False, True], mask=[1, 1, 1, 0]
+    )
+    spans = doc.split("<span")[1:]
+    assert len(spans) == 3  # the masked position is dropped
+    assert "rgba(220,40,40,1.000)" in spans[0] and "border:1px solid #000" in spans[0]
+    assert "rgba(40,90,220,0.500)" in spans[1] and "&lt;b&gt;" in spans[1]
+    assert "rgba(40,90,220,0.000)" in spans[2] or "rgba(220,40,40,0.000)" in spans[2]
+    with pytest.raises(ValueError, match="`thr`"):
+        token_thr_html(["a", "b"], [1.0])
+
+
+def test_plot_token_thr_from_ids(tmp_path):
+    from hfx.testing import tiny_tokenizer
+    from hfx.trainers.thr import plot_token_thr
+
+    tok = tiny_tokenizer()
+    ids = torch.tensor(tok("what is two plus two ? the answer is four")["input_ids"])
+    thr = torch.linspace(-1, 1, ids.numel())
+    fig = plot_token_thr(ids, thr, tokenizer=tok, dominant=thr.abs() > 0.5, title="t", output_path=tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 1000
+    texts = fig.axes[0].texts
+    assert len(texts) == ids.numel()
+    red, blue = texts[-1].get_bbox_patch().get_facecolor(), texts[0].get_bbox_patch().get_facecolor()
+    assert red[0] > red[2] and blue[2] > blue[0]
+    plot_token_thr(ids, thr, tokenizer=tok, output_path=tmp_path / "t.html")
+    assert "THR=" in (tmp_path / "t.html").read_text()
+    with pytest.raises(ValueError, match="`tokenizer`"):
+        plot_token_thr(ids, thr)
 
 
 def test_plain_grpo_config_is_rejected(tmp_path):
