@@ -341,3 +341,201 @@ def test_weight_count_mismatch_for_plain_callable(lm_tok):
     with pytest.raises(ValueError, match="3 objectives"):
         lm.generate(**_enc(tok), do_sample=True, max_new_tokens=4, custom_generate=rmod, value_function=vf,
                     num_branches=2, weights=[0.5, 0.5])  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# value functions, loss, trainer
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_spec8_monte_carlo_loss_zero_iff_values_equal_reward_and_masks_padding():  # [spec 8]
+    rewards = torch.tensor([[1.0, -2.0], [0.5, 3.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [0, 1, 1, 1]])
+    values = rewards[:, None, :].expand(2, 4, 2).clone()
+    assert monte_carlo_value_loss(values, rewards, mask).item() == 0.0
+    values[0, 3] = 100.0  # a padding position: ignored
+    values[1, 0] = -50.0
+    assert monte_carlo_value_loss(values, rewards, mask).item() == 0.0
+    values[0, 1, 0] = 2.0  # one real position off by 1 -> 1 / (6 positions * 2 objectives)
+    assert monte_carlo_value_loss(values, rewards, mask).item() == pytest.approx(1.0 / 12.0)
+    assert monte_carlo_value_loss(values, rewards, mask, reduction="sum").item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        monte_carlo_value_loss(values, rewards[:, :1], mask)
+
+
+def test_value_model_reads_last_real_token_and_config_validation(lm_tok, value_model):
+    _, tok = lm_tok
+    right = tok(PROMPTS, return_tensors="pt", padding=True, padding_side="right")
+    left = _enc(tok)
+    out_r, out_l = value_model(**right), value_model(**left)
+    assert out_r.values.shape == (2, right.input_ids.shape[1], 2)
+    n0 = int(right.attention_mask[0].sum())
+    assert torch.allclose(out_r.last_values[0], out_r.values[0, n0 - 1])
+    assert torch.allclose(out_l.last_values, out_r.last_values, atol=1e-5)  # padding side does not matter
+    with pytest.raises(ValueError, match="objective_names"):
+        MultiObjectiveValueConfig(num_objectives=3, objective_names=["a"])
+    with pytest.raises(ValueError, match="num_objectives"):
+        MultiObjectiveValueConfig(num_objectives=0)
+
+
+def test_value_model_save_load_roundtrip_and_offline_hub_pull(tmp_path, lm_tok, value_model):
+    from transformers import AutoModel
+
+    from hfx.hub import add_to_hf_cache
+
+    _, tok = lm_tok
+    enc = _enc(tok)
+    ref = value_model(**enc).values
+    value_model.save_pretrained(tmp_path / "vf")
+    loaded = MultiObjectiveValueModel.from_pretrained(tmp_path / "vf")
+    assert torch.equal(loaded(**enc).values, ref)
+    assert loaded.config.objective_names == ["a", "b"] and loaded.config.backbone_config.model_type == "llama"
+    for name, p in value_model.state_dict().items():
+        assert torch.equal(p, loaded.state_dict()[name]), name
+    cache = tmp_path / "hub"
+    add_to_hf_cache(tmp_path / "vf", "hfx-test/rmod-value", cache_dir=cache)
+    pulled = MultiObjectiveValueModel.from_pretrained("hfx-test/rmod-value", cache_dir=cache)
+    assert torch.equal(pulled(**enc).values, ref)
+    auto = AutoModel.from_pretrained("hfx-test/rmod-value", cache_dir=cache)
+    assert isinstance(auto, MultiObjectiveValueModel)
+
+
+def test_trainer_loss_matches_and_decreases(lm_tok):
+    from transformers import TrainingArguments
+
+    from hfx.generation.rmod import DataCollatorForValueFunction, ValueFunctionTrainer
+
+    lm, tok = lm_tok
+    torch.manual_seed(0)
+    vf = MultiObjectiveValueModel.from_backbone(lm.model, num_objectives=2)
+    texts = ["hello world", "the answer is four", "a photo of a cat", "two plus two", "the quick brown fox"] * 2
+    rows = []
+    for i, t in enumerate(texts):
+        ids = tok(t).input_ids
+        rows.append(
+            {"input_ids": ids, "completion_mask": [0] + [1] * (len(ids) - 1), "rewards": [len(ids) / 5, -(i % 2)]}
+        )
+    collator = DataCollatorForValueFunction(tok.pad_token_id)
+    batch = collator(rows[:4])
+    assert batch["input_ids"].shape == batch["completion_mask"].shape and batch["rewards"].shape == (4, 2)
+    args = TrainingArguments(output_dir=None, per_device_train_batch_size=5, max_steps=12, learning_rate=3e-3,
+                             save_strategy="no", report_to=[], use_cpu=True, logging_steps=1, disable_tqdm=True)  # fmt: skip
+    trainer = ValueFunctionTrainer(model=vf, args=args, train_dataset=rows, processing_class=tok)
+    with torch.no_grad():
+        vf.eval()
+        manual = monte_carlo_value_loss(vf(batch["input_ids"], batch["attention_mask"]).values, batch["rewards"],
+                                        batch["completion_mask"])  # fmt: skip
+        assert trainer.compute_loss(vf, dict(batch)).item() == pytest.approx(manual.item(), rel=1e-5)
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert losses[-1] < losses[0]
+
+
+def test_reward_function_values_protocol(lm_tok):
+    from hfx.testing import tiny_reward_model
+
+    lm, tok = lm_tok
+    calls = []
+
+    def length(prompts, completions, **kwargs):
+        calls.append((list(prompts), list(completions)))
+        return [float(len(c)) for c in completions]
+
+    rm, rm_tok = tiny_reward_model(tokenizer=tok)
+    vf = RewardFunctionValues([length, rm], tok, reward_processing_classes=[None, rm_tok])
+    assert vf.num_objectives == 2 and vf.objective_names == ["length", "LlamaForSequenceClassification"]
+    enc = _enc(tok)
+    out = lm.generate(**enc, do_sample=True, max_new_tokens=6, custom_generate=rmod, value_function=vf,
+                      num_branches=2, block_size=3, seed=0)  # fmt: skip
+    prompts, completions = calls[-1]
+    assert prompts[0] == PROMPTS[0] and prompts[-1] == PROMPTS[1]  # prompt text recovered, padding removed
+    P = enc.input_ids.shape[1]
+    assert tok.decode(out[0, P:], skip_special_tokens=True) in completions[0:2]  # the kept block was scored
+    with torch.no_grad():
+        scores = vf(out, torch.ones_like(out), prompt_length=P)
+        expected_rm = rm(**rm_tok([p + c for p, c in zip(PROMPTS, tok.batch_decode(out[:, P:], skip_special_tokens=True))],
+                                  return_tensors="pt", padding=True)).logits[:, 0]  # fmt: skip
+    assert torch.allclose(scores[:, 1], expected_rm, atol=1e-5)
+    with pytest.raises(ValueError, match="reward_processing_classes"):
+        RewardFunctionValues([rm], tok)
+    with pytest.raises(TypeError):
+        RewardFunctionValues([length, 3], tok)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# plot, Distill-RMOD, publish
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_plot_weights(lm_tok, value_model, tmp_path):
+    from hfx.generation.rmod import plot_weights
+
+    lm, tok = lm_tok
+    out = lm.generate(**_enc(tok), do_sample=True, max_new_tokens=9, custom_generate=rmod, value_function=value_model,
+                      num_branches=3, block_size=3, seed=0, return_dict_in_generate=True)  # fmt: skip
+    fig = plot_weights(out, batch_index=1)
+    ax = fig.axes[0]
+    heights = [p.get_height() for p in ax.patches]
+    assert len(heights) == 3 * 2  # blocks x objectives
+    assert heights[:3] == pytest.approx(out.block_weights and [w[1, 0].item() for w in out.block_weights], abs=1e-6)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a", "b"]
+    fig.savefig(tmp_path / "w.png")
+    with pytest.raises(ValueError, match="batch_index"):
+        plot_weights(out, batch_index=5)
+
+
+def test_distillation_dataset_feeds_sft_trainer(lm_tok, value_model, tmp_path):
+    from hfx.generation.rmod import build_distillation_dataset
+
+    lm, tok = lm_tok
+    messages = [[{"role": "user", "content": p}] for p in PROMPTS]
+    ds = build_distillation_dataset(lm, tok, messages, value_model, max_new_tokens=6, num_branches=2, block_size=3,
+                                    seed=0)  # fmt: skip
+    assert ds.column_names == ["prompt", "completion"] and len(ds) == 2
+    assert ds[0]["prompt"] == messages[0] and ds[0]["completion"][0]["role"] == "assistant"
+    plain = build_distillation_dataset(lm, tok, PROMPTS, value_model, max_new_tokens=6, num_branches=2, block_size=3,
+                                       seed=0, as_dataset=False)  # fmt: skip
+    direct = lm.generate(**_enc(tok), do_sample=True, max_new_tokens=6, custom_generate=rmod,
+                         value_function=value_model, num_branches=2, block_size=3, seed=0)  # fmt: skip
+    P = _enc(tok).input_ids.shape[1]
+    assert [r["completion"] for r in plain] == tok.batch_decode(direct[:, P:], skip_special_tokens=True)
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=1, per_device_train_batch_size=2, report_to=[],
+                     save_strategy="no", use_cpu=True, bf16=False, disable_tqdm=True)  # fmt: skip
+    trainer = SFTTrainer(model=lm.__class__(lm.config), args=args, train_dataset=ds, processing_class=tok)
+    trainer.train()
+    assert trainer.state.global_step == 1
+
+
+def test_publish_writes_loadable_folder_and_card(tmp_path, lm_tok):
+    from hfx.generation.rmod.hub import publish
+
+    lm, tok = lm_tok
+    src = tmp_path / "trained"
+    vf = MultiObjectiveValueModel.from_backbone(lm.model, num_objectives=3, objective_names=["x", "y", "z"])
+    vf.save_pretrained(src)
+    tok.save_pretrained(src)
+    out = publish(tmp_path / "pub", source=src, repo_id="org/rmod-vf")
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "arxiv:2503.08796" in card and "org/rmod-vf" in card and "`y`" in card
+    assert "Untrained demo" not in card
+    reloaded = MultiObjectiveValueModel.from_pretrained(out)
+    enc = _enc(tok)
+    assert torch.equal(reloaded(**enc).values, vf(**enc).values)
+    demo = publish(tmp_path / "demo")
+    assert "Untrained demo" in (demo / "README.md").read_text()
+    with pytest.raises(ValueError, match="source"):
+        publish(tmp_path / "bad", source=tmp_path / "missing")
+
+
+def test_import_hfx_stays_light():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hfx; hfx.rmod; hfx.MultiObjectiveValueModel; hfx.RewardFunctionValues; "
+        "bad = [m for m in ('trl', 'datasets', 'matplotlib', 'diffusers') if m in sys.modules]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

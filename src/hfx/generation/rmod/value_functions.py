@@ -123,7 +123,9 @@ class MultiObjectiveValueConfig(PreTrainedConfig):
     """
 
     model_type = "hfx_rmod_value"
-    sub_configs_defaults: ClassVar[dict] = {"backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")}
+    sub_configs_defaults: ClassVar[dict] = {
+        "backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")
+    }
 
     backbone_config: dict | PreTrainedConfig | None = None
     num_objectives: int = 2
