@@ -334,3 +334,142 @@ def test_llava_errors(llava):
         pruned_llava(llava, 0)
     with pytest.raises(TypeError, match="model"):
         apply(tiny_llama()[0], None, num_visual_tokens=8)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# LLaVA-NeXT AnyRes (conformance case 2) and LLaVA-NeXT-Video
+
+
+def anyres_model_576(n):
+    """A LLaVA-NeXT with real AnyRes geometry (24x24 = 576 patches per crop, base + up to 2x2 crops), tiny widths."""
+    from transformers import CLIPVisionConfig, LlavaNextConfig, LlavaNextImageProcessorPil, LlavaNextProcessor
+
+    from hfx.prunesid import apply
+    from hfx.prunesid.modeling import PruneSIDLlavaNextForConditionalGeneration
+    from hfx.testing import _llama_config, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    pinpoints = [[96, 192], [192, 96], [192, 192]]
+    vision = CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=96, patch_size=4
+    )
+    config = LlavaNextConfig(
+        vision_config=vision,
+        text_config=_llama_config(tok, max_position_embeddings=1024),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-2,
+        image_grid_pinpoints=pinpoints,
+    )
+    torch.manual_seed(0)
+    model = PruneSIDLlavaNextForConditionalGeneration(config).eval()
+    image_processor = LlavaNextImageProcessorPil(
+        size={"shortest_edge": 96}, crop_size={"height": 96, "width": 96}, image_grid_pinpoints=pinpoints
+    )
+    processor = LlavaNextProcessor(
+        image_processor=image_processor,
+        tokenizer=tok,
+        patch_size=4,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+    )
+    return apply(model, processor, num_visual_tokens=n)
+
+
+@pytest.mark.parametrize(("n", "expected"), [(64, 320), (32, 160)])
+def test_conformance_2_anyres_count(n, expected):
+    model, processor = anyres_model_576(n)
+    batch = processor(images=[image(192, 192)], text=["USER: <image>\nhi ASSISTANT:"], return_tensors="pt")
+    assert batch["pixel_values"].shape[:2] == (1, 5)  # base + 2x2 sub-crops
+    assert n_image_tokens(batch, model).item() == expected
+    feats = model.model.get_image_features(batch["pixel_values"], batch["image_sizes"]).pooler_output[0]
+    assert feats.shape[0] == expected
+    newline = model.model.image_newline.detach()
+    assert not torch.isclose(feats, newline[None], atol=1e-6).all(-1).any()  # no image_newline token
+    out = model.generate(**batch, max_new_tokens=2, do_sample=False)
+    assert out.shape[1] == batch["input_ids"].shape[1] + 2
+
+
+def test_anyres_subcrop_raster_order_hand_example():
+    from hfx.prunesid.modeling import anyres_subcrop_order
+
+    # 1x2 grid of 2x2-patch crops. crop 0 keeps CLS, p3 (y1,x1), p0 (y0,x0); crop 1 keeps p2 (y1,x0), p1 (y0,x1).
+    # global 2x4 raster: crop0 p0 -> 0, crop0 p3 -> 5, crop1 p1 -> 3, crop1 p2 -> 6; then CLS of crop 0.
+    order = anyres_subcrop_order([torch.tensor([0, 4, 1]), torch.tensor([3, 2])], rows=1, cols=2, side=2)
+    # concatenated tokens: [c0 CLS, c0 p3, c0 p0, c1 p2, c1 p1] -> raster: c0 p0, c1 p1, c0 p3, c1 p2, c0 CLS
+    assert order.tolist() == [2, 4, 1, 3, 0]
+
+
+@pytest.fixture(scope="module")
+def llava_next():
+    from hfx.prunesid import apply
+    from hfx.testing import tiny_llava_next
+
+    return apply(*tiny_llava_next(), num_visual_tokens=8)
+
+
+def test_llava_next_mixed_sizes_batch_equals_per_image(llava_next):
+    model, processor = llava_next
+    imgs = [image(60, 120, 0), image(128, 128, 1), image(64, 64, 2)]
+    texts = ["USER: <image>\nhi ASSISTANT:", PROMPTS[1], "USER: <image>\ndescribe the image in detail ASSISTANT:"]
+    batch = processor(images=imgs, text=texts, return_tensors="pt", padding=True)
+    crops = [processor.num_crops(s.tolist()) for s in batch["image_sizes"]]
+    assert n_image_tokens(batch, model).tolist() == [8 * c for c in crops]
+    feats = model.model.get_image_features(batch["pixel_values"], batch["image_sizes"])
+    assert [f.shape[0] for f in feats.pooler_output] == [8 * c for c in crops]
+    out = model.generate(**batch, max_new_tokens=4, do_sample=False)
+    for i in range(3):
+        single = processor(images=[imgs[i]], text=[texts[i]], return_tensors="pt")
+        alone = model.model.get_image_features(single["pixel_values"], single["image_sizes"])
+        assert torch.equal(alone.prunesid_indices[0], feats.prunesid_indices[i])
+        assert model.generate(**single, max_new_tokens=4, do_sample=False)[0, -4:].tolist() == out[i, -4:].tolist()
+
+
+def test_llava_next_disabled_equals_stock(llava_next):
+    from hfx.testing import tiny_llava_next
+
+    stock, stock_proc = tiny_llava_next()
+    model = copy.deepcopy(llava_next[0])
+    model.config.prunesid = None
+    batch = stock_proc(images=[image(60, 120)], text=["USER: <image>\nhi ASSISTANT:"], return_tensors="pt")
+    ref = stock.generate(**batch, max_new_tokens=4, do_sample=False)
+    assert torch.equal(model.generate(**batch, max_new_tokens=4, do_sample=False), ref)
+
+
+def test_video_per_frame_pruning():
+    """LLaVA-NeXT-Video: each frame is pruned to N tokens (synthetic pixel_values_videos; no torchvision here)."""
+    from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
+
+    from hfx.prunesid import apply
+    from hfx.prunesid.processing import num_video_tokens
+    from hfx.testing import tiny_llava_next
+
+    base, processor = tiny_llava_next()
+    tok = processor.tokenizer
+    cfg = LlavaNextVideoConfig(
+        vision_config=base.config.vision_config.to_dict(),
+        text_config=base.config.text_config.to_dict(),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        video_token_index=tok.convert_tokens_to_ids("<video>"),
+        image_grid_pinpoints=base.config.image_grid_pinpoints,
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-2,
+    )
+    torch.manual_seed(0)
+    model, _ = apply(LlavaNextVideoForConditionalGeneration(cfg).eval(), None, num_visual_tokens=6)
+    frames = torch.randn(2, 3, 3, 64, 64)  # (batch, frames, C, H, W)
+    feats = model.model.get_video_features(frames)
+    assert feats.pooler_output.shape == (2, num_video_tokens(3, 6), cfg.text_config.hidden_size)
+    one = model.model.get_video_features(frames[1:, 2:])  # frame pruning is independent of other frames/videos
+    torch.testing.assert_close(one.pooler_output[0], feats.pooler_output[1, -6:], atol=1e-5, rtol=1e-5)
+    text_ids = tok("describe the video", add_special_tokens=False)["input_ids"]
+    row = [tok.bos_token_id] + [cfg.video_token_index] * num_video_tokens(3, 6) + text_ids
+    input_ids = torch.tensor([row, row])
+    out = model.generate(
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        pixel_values_videos=frames,
+        max_new_tokens=3,
+        do_sample=False,
+    )
+    assert out.shape == (2, len(row) + 3)
