@@ -6,8 +6,10 @@ computations (per-context forward passes without a cache, plain ``model.generate
 
 from __future__ import annotations
 
-import torch
+from pathlib import Path
+
 import pytest
+import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, TextStreamer
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
@@ -17,11 +19,19 @@ from hfx.generation.thinkmerge import (
     ThinkMergeOutput,
     left_pad,
     merge_logits,
-    thinkmerge,
     trim_repetitive_suffix,
 )
 from hfx.generation.thinkmerge.answer import extract_numeric_answer, gsm8k_reference, is_correct, normalize_number
 from hfx.generation.thinkmerge.baselines import build_prompt, majority_vote, run_strategies
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # tiny matrices: one intra-op thread is ~30x faster than two on a loaded 2-core machine (restored afterwards)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +101,27 @@ def test_case1_k1_is_ordinary_decoding(lm, think_id, answer_do_sample):
     enc1 = tok(["Tom has 3 apples"], return_tensors="pt")
     torch.manual_seed(123)
     out = _gen(
-        model, enc1, num_traces=1, think_end=[think_id], do_sample=False, answer_do_sample=answer_do_sample,
-        answer_temperature=0.8, answer_top_k=7, max_new_tokens=8, return_dict_in_generate=True,
+        model,
+        enc1,
+        num_traces=1,
+        think_end=[think_id],
+        do_sample=False,
+        answer_do_sample=answer_do_sample,
+        answer_temperature=0.8,
+        answer_top_k=7,
+        max_new_tokens=8,
+        return_dict_in_generate=True,
     )
     context = torch.cat([enc1["input_ids"][0], out.traces[0][0]])[None]
     torch.manual_seed(123)
     ref = model.generate(
-        input_ids=context, attention_mask=torch.ones_like(context), do_sample=answer_do_sample, temperature=0.8,
-        top_k=7, top_p=1.0, max_new_tokens=8,
+        input_ids=context,
+        attention_mask=torch.ones_like(context),
+        do_sample=answer_do_sample,
+        temperature=0.8,
+        top_k=7,
+        top_p=1.0,
+        max_new_tokens=8,
     )
     prompt_length = enc1["input_ids"].shape[1]
     assert out.traces[0][0][-1].item() == think_id
@@ -107,7 +130,7 @@ def test_case1_k1_is_ordinary_decoding(lm, think_id, answer_do_sample):
 
 def test_case1_sampled_trace_then_sampled_answer(lm, enc, think_id):
     """K = 1 with a sampled trace: the answer equals ordinary sampling from the same trace (traces= reuses it)."""
-    model, tok = lm
+    model, _ = lm
     torch.manual_seed(5)
     first = _gen(model, enc, num_traces=1, think_end=[think_id], do_sample=True, return_dict_in_generate=True)
     for b in range(2):
@@ -146,8 +169,14 @@ def test_case3_shared_suffix_one_stream_per_prompt(lm, enc, think_id):
 
     torch.manual_seed(1)
     out = _gen(
-        model, enc, num_traces=3, think_end=[think_id], do_sample=True, max_new_tokens=5,
-        logits_processor=LogitsProcessorList([Record()]), return_dict_in_generate=True,
+        model,
+        enc,
+        num_traces=3,
+        think_end=[think_id],
+        do_sample=True,
+        max_new_tokens=5,
+        logits_processor=LogitsProcessorList([Record()]),
+        return_dict_in_generate=True,
     )
     prompt_length = enc["input_ids"].shape[1]
     answer = out.sequences[:, prompt_length:]
@@ -197,8 +226,17 @@ def test_case5_processors_act_after_averaging_end_to_end(lm, enc, think_id):
     model, _ = lm
     torch.manual_seed(3)
     out = _gen(
-        model, enc, num_traces=3, think_end=[think_id], do_sample=True, answer_top_k=1, answer_temperature=0.5,
-        max_new_tokens=6, return_dict_in_generate=True, output_logits=True, output_scores=True,
+        model,
+        enc,
+        num_traces=3,
+        think_end=[think_id],
+        do_sample=True,
+        answer_top_k=1,
+        answer_temperature=0.5,
+        max_new_tokens=6,
+        return_dict_in_generate=True,
+        output_logits=True,
+        output_scores=True,
     )
     prompt_length = enc["input_ids"].shape[1]
     answer = out.sequences[:, prompt_length:]
@@ -243,14 +281,20 @@ def test_case6_merged_answer_matches_cache_free_reference(lm, enc):
     model, _ = lm
     torch.manual_seed(0)
     traces = [[torch.randint(8, 300, (n,)) for n in (2, 9, 5)], [torch.randint(8, 300, (n,)) for n in (7, 1, 4)]]
-    out = _gen(model, enc, num_traces=3, traces=traces, do_sample=False, max_new_tokens=5, return_dict_in_generate=True)
+    out = _gen(
+        model, enc, num_traces=3, traces=traces, do_sample=False, max_new_tokens=5, return_dict_in_generate=True
+    )
     prompt_length = enc["input_ids"].shape[1]
     for b in range(2):
         prompt = enc["input_ids"][b][enc["attention_mask"][b].bool()]
         answer = []
         for _ in range(5):
-            z = torch.stack([_context_logits(model, torch.cat([prompt, t, torch.tensor(answer, dtype=torch.long)]))
-                             for t in traces[b]]).mean(0)
+            z = torch.stack(
+                [
+                    _context_logits(model, torch.cat([prompt, t, torch.tensor(answer, dtype=torch.long)]))
+                    for t in traces[b]
+                ]
+            ).mean(0)
             answer.append(z.argmax().item())
             if answer[-1] == model.generation_config.eos_token_id:
                 break
@@ -264,7 +308,6 @@ def test_batch_equals_each_prompt_alone(lm, enc, think_id):
     both = _gen(model, enc, **kw)
     prompt_length = enc["input_ids"].shape[1]
     for b in range(2):
-        single = {k: v[b : b + 1, v[b].bool().nonzero()[0, 0] if k == "attention_mask" else 0 :] for k, v in enc.items()}
         n_pad = int((enc["attention_mask"][b] == 0).sum())
         single = {k: v[b : b + 1, n_pad:] for k, v in enc.items()}
         alone = _gen(model, single, **kw)
@@ -276,8 +319,14 @@ def test_case7_direct_merge_waits_for_all_traces(lm, enc, think_id):
     model, _ = lm
     torch.manual_seed(0)
     out = _gen(
-        model, enc, num_traces=3, think_end=[think_id], do_sample=True, max_thinking_tokens=30,
-        logits_processor=LogitsProcessorList([BoostToken(think_id, 4.0)]), return_dict_in_generate=True,
+        model,
+        enc,
+        num_traces=3,
+        think_end=[think_id],
+        do_sample=True,
+        max_thinking_tokens=30,
+        logits_processor=LogitsProcessorList([BoostToken(think_id, 4.0)]),
+        return_dict_in_generate=True,
     )
     lengths = out.candidate_lengths
     assert (lengths < 30).any() and len(set(lengths.flatten().tolist())) > 1  # traces end at different steps
@@ -293,8 +342,15 @@ def test_case7_early_ready_uses_first_k_ready(lm, enc, think_id):
     torch.manual_seed(1)
     K, N = 2, 6
     out = _gen(
-        model, enc, num_traces=K, num_candidates=N, merge="early_ready", think_end=[think_id], do_sample=True,
-        max_thinking_tokens=40, logits_processor=LogitsProcessorList([BoostToken(think_id, 3.0)]),
+        model,
+        enc,
+        num_traces=K,
+        num_candidates=N,
+        merge="early_ready",
+        think_end=[think_id],
+        do_sample=True,
+        max_thinking_tokens=40,
+        logits_processor=LogitsProcessorList([BoostToken(think_id, 3.0)]),
         return_dict_in_generate=True,
     )
     assert out.ready_steps.shape == (2, N) and len(out.candidate_traces[0]) == N
@@ -305,7 +361,7 @@ def test_case7_early_ready_uses_first_k_ready(lm, enc, think_id):
         kth_step = expected[-1][0]
         # the answer starts when the K-th trace finishes: nobody thought past that step
         assert max(out.candidate_lengths[b].tolist()) <= kth_step + 1
-        for n, trace in enumerate(out.candidate_traces[b]):
+        for n in range(N):
             if n not in out.merged_indices[b].tolist():
                 assert ready[n] < 0 or ready[n] >= kth_step
         for k, n in enumerate(out.merged_indices[b].tolist()):
@@ -317,8 +373,15 @@ def test_case8_shortest_k(lm, enc, think_id):
     torch.manual_seed(2)
     K, N = 3, 8
     out = _gen(
-        model, enc, num_traces=K, num_candidates=N, merge="shortest_k", think_end=[think_id], do_sample=True,
-        max_thinking_tokens=12, logits_processor=LogitsProcessorList([BoostToken(think_id, 2.5)]),
+        model,
+        enc,
+        num_traces=K,
+        num_candidates=N,
+        merge="shortest_k",
+        think_end=[think_id],
+        do_sample=True,
+        max_thinking_tokens=12,
+        logits_processor=LogitsProcessorList([BoostToken(think_id, 2.5)]),
         return_dict_in_generate=True,
     )
     for b in range(2):
@@ -326,14 +389,20 @@ def test_case8_shortest_k(lm, enc, think_id):
         assert lengths == [len(t) - 1 for t in out.candidate_traces[b]]  # all N ran to the delimiter or budget
         expected = [n for _, n in sorted((length, n) for n, length in enumerate(lengths))[:K]]  # ties: sampling order
         assert out.merged_indices[b].tolist() == expected
-    assert any(len(set(out.candidate_lengths[b].tolist())) < N for b in range(2)) or True
+    assert len(set(out.candidate_lengths.flatten().tolist())) > 1  # lengths differ, so the choice matters
 
 
 def test_case8_tie_break_is_sampling_order(lm, enc, think_id):
     model, _ = lm
     # greedy thinking: all N traces are identical, so every length ties and the first K rows are merged
     out = _gen(
-        model, enc, num_traces=2, num_candidates=5, merge="shortest_k", think_end=[think_id], do_sample=False,
+        model,
+        enc,
+        num_traces=2,
+        num_candidates=5,
+        merge="shortest_k",
+        think_end=[think_id],
+        do_sample=False,
         return_dict_in_generate=True,
     )
     assert out.merged_indices.tolist() == [[0, 1], [0, 1]]
@@ -347,8 +416,14 @@ def test_case8_tie_break_is_sampling_order(lm, enc, think_id):
 def test_budget_force_appends_delimiter(lm, enc, think_id):
     model, _ = lm
     out = _gen(
-        model, enc, num_traces=2, think_end=[think_id], do_sample=True, max_thinking_tokens=4,
-        logits_processor=LogitsProcessorList([BoostToken(think_id, -1e4)]), return_dict_in_generate=True,
+        model,
+        enc,
+        num_traces=2,
+        think_end=[think_id],
+        do_sample=True,
+        max_thinking_tokens=4,
+        logits_processor=LogitsProcessorList([BoostToken(think_id, -1e4)]),
+        return_dict_in_generate=True,
     )
     assert (out.candidate_lengths == 4).all()
     assert all(len(t) == 5 and t[-1] == think_id for tr in out.traces for t in tr)
@@ -361,7 +436,13 @@ def test_text_delimiter_matches_decoded_phrase(lm):
     script = tok.encode(" so the result. Final answer: 7 more words", add_special_tokens=False)
     phrase = "Final answer:"
     out = _gen(
-        model, enc1, num_traces=2, think_end=phrase, think_end_tokenizer=tok, do_sample=True, max_thinking_tokens=40,
+        model,
+        enc1,
+        num_traces=2,
+        think_end=phrase,
+        think_end_tokenizer=tok,
+        do_sample=True,
+        max_thinking_tokens=40,
         logits_processor=LogitsProcessorList([Script(script, enc1["input_ids"].shape[1])]),
         return_dict_in_generate=True,
     )
@@ -384,7 +465,12 @@ def test_eos_before_delimiter_is_replaced_by_forced_delimiter(lm, enc, think_id)
     eos = tok.eos_token_id
     script = [50, 60, eos]
     out = _gen(
-        model, enc, num_traces=2, think_end=[think_id], do_sample=False, max_thinking_tokens=10,
+        model,
+        enc,
+        num_traces=2,
+        think_end=[think_id],
+        do_sample=False,
+        max_thinking_tokens=10,
         logits_processor=LogitsProcessorList([Script(script, enc["input_ids"].shape[1])]),
         return_dict_in_generate=True,
     )
@@ -405,7 +491,9 @@ def test_trim_repetitive_suffix_unit():
 def test_trim_repetitions_end_to_end(lm, enc, think_id):
     model, _ = lm
     loop = [40, 41, 40, 41, 40, 41, 40, 41, think_id]
-    kw = dict(num_traces=2, think_end=[think_id], do_sample=False, max_thinking_tokens=20, return_dict_in_generate=True)
+    kw = dict(
+        num_traces=2, think_end=[think_id], do_sample=False, max_thinking_tokens=20, return_dict_in_generate=True
+    )
     procs = LogitsProcessorList([Script([30] + loop, enc["input_ids"].shape[1])])
     plain = _gen(model, enc, logits_processor=procs, **kw)
     trimmed = _gen(model, enc, logits_processor=procs, trim_repetitions=True, **kw)
@@ -416,8 +504,17 @@ def test_trim_repetitions_end_to_end(lm, enc, think_id):
 
 def test_answer_settings_default_to_thinking_and_override(lm, enc, think_id):
     model, _ = lm
-    kw = dict(num_traces=2, think_end=[think_id], do_sample=True, temperature=0.7, top_k=5, max_new_tokens=4,
-              return_dict_in_generate=True, output_scores=True, output_logits=True)
+    kw = dict(
+        num_traces=2,
+        think_end=[think_id],
+        do_sample=True,
+        temperature=0.7,
+        top_k=5,
+        max_new_tokens=4,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+    )
     torch.manual_seed(0)
     default = _gen(model, enc, **kw)
     for s, z in zip(default.scores, default.logits, strict=True):  # thinking warpers (T=0.7, top-5) on z̄
@@ -429,7 +526,10 @@ def test_answer_settings_default_to_thinking_and_override(lm, enc, think_id):
     prompt_length = enc["input_ids"].shape[1]
     for i, z in enumerate(greedy.logits):
         torch.testing.assert_close(greedy.scores[i], z)  # no warpers when the answer is greedy
-        assert greedy.sequences[:, prompt_length + i].tolist() == z.argmax(-1).tolist() or i > 0
+        running = (greedy.sequences[:, prompt_length : prompt_length + i] != model.generation_config.eos_token_id).all(
+            1
+        )
+        assert torch.equal(greedy.sequences[running, prompt_length + i], z[running].argmax(-1))
     torch.manual_seed(0)
     hot = _gen(model, enc, answer_temperature=2.0, answer_top_k=0, answer_top_p=1.0, **kw)
     for s, z in zip(hot.scores, hot.logits, strict=True):
@@ -454,8 +554,13 @@ def test_independent_answers_mode(lm, enc, think_id):
     assert ind.shape[0] == 6
     for b in range(2):
         for k in range(3):
-            solo = _gen(model, {n: v[b : b + 1] for n, v in enc.items()}, num_traces=1, traces=[[first.traces[b][k]]],
-                        do_sample=False)
+            solo = _gen(
+                model,
+                {n: v[b : b + 1] for n, v in enc.items()},
+                num_traces=1,
+                traces=[[first.traces[b][k]]],
+                do_sample=False,
+            )
             assert ind[b * 3 + k, : solo.shape[1]].tolist() == solo[0].tolist()
 
 
@@ -492,11 +597,11 @@ def test_bad_input(lm, enc, kwargs, error, name):
         _gen(model, enc, **kwargs)
 
 
-def test_streamer_is_rejected(lm, enc, think_id):
+def test_streamer_is_rejected(lm, think_id):
     model, tok = lm
+    one = tok(["two plus two ?"], return_tensors="pt")  # TextStreamer takes one row
     with pytest.raises(NotImplementedError, match="streamer"):
-        _gen(model, enc[:1] if False else {k: v[:1] for k, v in enc.items()}, num_traces=2, think_end=[think_id],
-             streamer=TextStreamer(tok))
+        _gen(model, one, num_traces=2, think_end=[think_id], streamer=TextStreamer(tok, skip_prompt=True))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -529,7 +634,7 @@ def test_published_folder_loads_by_local_path(lm, enc, think_id, tmp_path):
 
     model, tok = lm
     folder = publish("thinkmerge", tmp_path / "thinkmerge")
-    assert (folder / "custom_generate" / "generate.py").read_text() == open(package_generate.__file__).read()
+    assert (folder / "custom_generate" / "generate.py").read_text() == Path(package_generate.__file__).read_text()
     card = (folder / "README.md").read_text()
     assert "custom_generate" in card.split("---")[1] and "arxiv:2512.02874" in card
     kw = dict(num_traces=2, think_end="</think>", do_sample=True, max_new_tokens=5, max_thinking_tokens=6)
@@ -573,8 +678,13 @@ def test_build_prompt_picks_delimiter(lm):
 def test_run_strategies_shares_traces(lm):
     model, tok = lm
     results, seconds = run_strategies(
-        model, tok, ["Tom has 3 apples.", "two plus two ?"], strategies=["greedy", "sample", "majority", "thinkmerge"],
-        num_traces=3, max_thinking_tokens=6, max_new_tokens=4,
+        model,
+        tok,
+        ["Tom has 3 apples.", "two plus two ?"],
+        strategies=["greedy", "sample", "majority", "thinkmerge"],
+        num_traces=3,
+        max_thinking_tokens=6,
+        max_new_tokens=4,
     )
     assert set(results) == set(seconds) == {"greedy", "sample", "majority", "thinkmerge"}
     for b in range(2):
