@@ -1,0 +1,301 @@
+"""Frequency-aware implicit neural representation (FINER) used by CLIP^-1 as its image "generator".
+
+The INR maps pixel coordinates ``(x, y)`` in ``[-1, 1]`` to RGB. Every hidden layer uses FINER's variable-periodic
+activation ``sin(omega * alpha * z)`` with ``alpha = |z| + 1`` (FINER, Liu et al., CVPR 2024; used by CLIP^-1,
+arXiv:2505.23161, section 3). The module holds ``num_images`` independent INRs as batched weight tensors, so a batch of
+prompts is optimised in one vectorised pass; Adam is elementwise, so this is exactly equivalent to independent runs.
+
+This file is copied verbatim into saved pipeline folders (remote-code loading), so it imports only torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+from torch import nn
+
+
+OUTPUT_ACTIVATIONS = ("sigmoid", "clamp")
+
+
+def finer_activation(z: torch.Tensor, omega: float = 30.0, detach_alpha: bool = True) -> torch.Tensor:
+    """FINER variable-periodic activation ``sin(omega * alpha * z)`` with ``alpha = |z| + 1``.
+
+    Args:
+        z (`torch.Tensor` of any shape): pre-activations ``W z_{i-1} + b``.
+        omega (`float`, *optional*, defaults to `30.0`): base frequency (SIREN/FINER ``omega_0``).
+        detach_alpha (`bool`, *optional*, defaults to `True`): compute ``alpha`` without gradient, as the FINER
+            reference code does; the derivative is then ``omega * alpha * cos(omega * alpha * z)``.
+
+    Returns:
+        `torch.Tensor` of the same shape as ``z``, in ``[-1, 1]``; exactly 0 where ``z == 0``.
+    """
+    alpha = z.abs() + 1.0
+    if detach_alpha:
+        alpha = alpha.detach()
+    return torch.sin(omega * alpha * z)
+
+
+def coordinate_grid(height: int, width: int, device=None, dtype=torch.float32) -> torch.Tensor:
+    """Pixel-centre coordinates in ``[-1, 1]``, row-major, shape ``(height * width, 2)`` ordered ``(x, y)``."""
+    ys = (torch.arange(height, device=device, dtype=dtype) + 0.5) / height * 2 - 1
+    xs = (torch.arange(width, device=device, dtype=dtype) + 0.5) / width * 2 - 1
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([grid_x, grid_y], dim=-1).reshape(-1, 2)
+
+
+def _uniform(shape, bound: float, generator: torch.Generator | None) -> torch.Tensor:
+    device = generator.device if generator is not None else None
+    return (torch.rand(shape, generator=generator, device=device) * 2 - 1) * bound
+
+
+class FinerINR(nn.Module):
+    """A batch of FINER implicit neural representations ``f_phi: (x, y) -> RGB``.
+
+    Layout (FINER reference code): one FINER layer ``in_features -> hidden_features``, ``hidden_layers`` FINER layers
+    ``hidden_features -> hidden_features``, then a linear layer to ``out_features``. The INR therefore has
+    ``num_layers = hidden_layers + 2`` linear layers, indexed 0 (shallowest) to ``num_layers - 1`` (the RGB head):
+    these are the "layers" of the coarse-to-fine learning-rate sweep.
+
+    Initialisation (FINER reference code [code], first-layer bias scale from a community library [summary]):
+
+    * first layer ``W ~ U(-1/in, 1/in)``, ``b ~ U(-first_bias_scale, first_bias_scale)``;
+    * hidden and output layers ``W ~ U(-sqrt(6/in)/omega, sqrt(6/in)/omega)``;
+    * hidden and output biases ``b ~ U(-1/sqrt(in), 1/sqrt(in))`` (PyTorch's ``nn.Linear`` default) [reconstruction].
+
+    Args:
+        in_features (`int`, *optional*, defaults to `2`): coordinate dimension.
+        out_features (`int`, *optional*, defaults to `3`): RGB.
+        hidden_features (`int`, *optional*, defaults to `256`): width [reconstruction].
+        hidden_layers (`int`, *optional*, defaults to `5`): FINER layers after the first one [reconstruction].
+        omega (`float`, *optional*, defaults to `30.0`): ``omega_0`` of every FINER layer [code].
+        first_bias_scale (`float`, *optional*, defaults to `20.0`): ``k`` of the first-layer bias ``U(-k, k)``.
+        num_images (`int`, *optional*, defaults to `1`): independent INRs held as a batch.
+        output_activation (`str`, *optional*, defaults to `"sigmoid"`): maps the RGB head to ``[0, 1]``; one of
+            ``"sigmoid"`` or ``"clamp"`` [reconstruction].
+        detach_alpha (`bool`, *optional*, defaults to `True`): see :func:`finer_activation`.
+        generator (`torch.Generator`, *optional*): RNG for the initialisation (reproducible images).
+
+    Raises:
+        ValueError: if a size is not a positive integer or ``output_activation`` is unknown.
+    """
+
+    def __init__(
+        self,
+        in_features: int = 2,
+        out_features: int = 3,
+        hidden_features: int = 256,
+        hidden_layers: int = 5,
+        omega: float = 30.0,
+        first_bias_scale: float = 20.0,
+        num_images: int = 1,
+        output_activation: str = "sigmoid",
+        detach_alpha: bool = True,
+        generator: torch.Generator | None = None,
+    ):
+        super().__init__()
+        for name, value in (
+            ("in_features", in_features),
+            ("out_features", out_features),
+            ("hidden_features", hidden_features),
+            ("num_images", num_images),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` has to be a positive integer, but is {value!r}")
+        if not isinstance(hidden_layers, int) or hidden_layers < 0:
+            raise ValueError(f"`hidden_layers` has to be a non-negative integer, but is {hidden_layers!r}")
+        if output_activation not in OUTPUT_ACTIVATIONS:
+            raise ValueError(
+                f"`output_activation` has to be one of {OUTPUT_ACTIVATIONS}, but is {output_activation!r}"
+            )
+        if omega <= 0:
+            raise ValueError(f"`omega` has to be a positive float, but is {omega!r}")
+        self.in_features = in_features
+        self.out_features = out_features
+        self.hidden_features = hidden_features
+        self.hidden_layers = hidden_layers
+        self.omega = float(omega)
+        self.first_bias_scale = float(first_bias_scale)
+        self.num_images = num_images
+        self.output_activation = output_activation
+        self.detach_alpha = detach_alpha
+        dims = [in_features] + [hidden_features] * (hidden_layers + 1) + [out_features]
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.empty(num_images, d_in, d_out)) for d_in, d_out in itertools.pairwise(dims)]
+        )
+        self.biases = nn.ParameterList([nn.Parameter(torch.empty(num_images, 1, d_out)) for d_out in dims[1:]])
+        self.reset_parameters(generator)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of linear layers (``hidden_layers + 2``), i.e. the layers of the learning-rate sweep."""
+        return len(self.weights)
+
+    def config(self) -> dict:
+        """The architecture as plain values (what an INR bank must match)."""
+        return {
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "hidden_features": self.hidden_features,
+            "hidden_layers": self.hidden_layers,
+            "omega": self.omega,
+            "first_bias_scale": self.first_bias_scale,
+            "output_activation": self.output_activation,
+        }
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """FINER initialisation (see the class docstring), drawn from ``generator``."""
+        for index, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            fan_in = weight.shape[1]
+            if index == 0:
+                w_bound, b_bound = 1.0 / fan_in, self.first_bias_scale
+            else:
+                w_bound, b_bound = math.sqrt(6.0 / fan_in) / self.omega, 1.0 / math.sqrt(fan_in)
+            weight.copy_(_uniform(weight.shape, w_bound, generator))
+            bias.copy_(_uniform(bias.shape, b_bound, generator))
+
+    def layer_parameters(self, index: int) -> list[nn.Parameter]:
+        """The parameters of linear layer ``index`` (weight and bias), for per-layer optimiser groups."""
+        return [self.weights[index], self.biases[index]]
+
+    def forward(self, coords: torch.Tensor) -> torch.Tensor:
+        """Evaluate the INRs.
+
+        Args:
+            coords (`torch.Tensor` of shape `(num_points, in_features)` or `(num_images, num_points, in_features)`).
+
+        Returns:
+            `torch.Tensor` of shape `(num_images, num_points, out_features)`, values in ``[0, 1]``.
+        """
+        x = coords if coords.dim() == 3 else coords.unsqueeze(0)
+        x = x.to(self.weights[0].dtype).expand(self.num_images, -1, -1)
+        last = self.num_layers - 1
+        for index, (weight, bias) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(bias, x, weight)
+            if index < last:
+                x = finer_activation(x, self.omega, self.detach_alpha)
+        if self.output_activation == "sigmoid":
+            return torch.sigmoid(x)
+        return x.clamp(0.0, 1.0)
+
+    def render(self, height: int, width: int) -> torch.Tensor:
+        """Render every INR on a ``height x width`` pixel grid.
+
+        Returns:
+            `torch.Tensor` of shape `(num_images, out_features, height, width)`, values in ``[0, 1]``.
+        """
+        coords = coordinate_grid(height, width, device=self.weights[0].device, dtype=self.weights[0].dtype)
+        out = self.forward(coords)
+        return out.transpose(1, 2).reshape(self.num_images, self.out_features, height, width)
+
+    def flat_parameters(self) -> torch.Tensor:
+        """All parameters of each INR as one vector: shape `(num_images, num_parameters_per_image)`."""
+        parts = []
+        for weight, bias in zip(self.weights, self.biases):
+            parts += [weight.reshape(self.num_images, -1), bias.reshape(self.num_images, -1)]
+        return torch.cat(parts, dim=1)
+
+    @torch.no_grad()
+    def load_flat_parameters(self, flat: torch.Tensor) -> None:
+        """Inverse of :meth:`flat_parameters`; ``flat`` has shape `(num_images, num_parameters_per_image)`.
+
+        Raises:
+            ValueError: if the shape does not match this INR.
+        """
+        expected = sum(w[0].numel() + b[0].numel() for w, b in zip(self.weights, self.biases))
+        if flat.dim() != 2 or flat.shape != (self.num_images, expected):
+            raise ValueError(
+                f"`flat` has to have shape ({self.num_images}, {expected}) for this INR, but has {tuple(flat.shape)}"
+            )
+        offset = 0
+        for weight, bias in zip(self.weights, self.biases):
+            for tensor in (weight, bias):
+                size = tensor[0].numel()
+                tensor.copy_(flat[:, offset : offset + size].reshape(tensor.shape).to(tensor))
+                offset += size
+
+
+def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of `(batch, channels, height, width)` images (reflect padding); identity for sigma 0."""
+    if sigma <= 0:
+        return images
+    radius = max(1, math.ceil(3 * sigma))
+    x = torch.arange(-radius, radius + 1, device=images.device, dtype=images.dtype)
+    kernel = torch.exp(-(x**2) / (2 * sigma**2))
+    kernel = kernel / kernel.sum()
+    channels = images.shape[1]
+    padded = nn.functional.pad(images, (radius, radius, radius, radius), mode="reflect")
+    out = nn.functional.conv2d(padded, kernel.view(1, 1, 1, -1).expand(channels, 1, 1, -1), groups=channels)
+    return nn.functional.conv2d(out, kernel.view(1, 1, -1, 1).expand(channels, 1, -1, 1), groups=channels)
+
+
+def fit_inr(
+    inr: FinerINR,
+    images: torch.Tensor,
+    num_steps: int = 200,
+    learning_rate: float = 1e-3,
+    awp_gamma: float = 0.0,
+    progress: bool = False,
+) -> list[float]:
+    """Fit ``inr`` to ``images`` by pixel MSE, optionally with adversarial weight perturbation (AWP).
+
+    With ``awp_gamma > 0`` each step solves ``min_phi max_{||Delta|| <= gamma ||phi||} MSE(f_{phi+Delta}, images)``
+    with one ascent step per tensor and per image: ``Delta = gamma * ||phi|| * g / ||g||`` (the adversarially robust
+    initialisation of CLIP^-1, arXiv:2505.23161; radius and one-step inner maximisation are [reconstruction]).
+
+    Args:
+        inr (`FinerINR`) with ``num_images == images.shape[0]``.
+        images (`torch.Tensor` of shape `(num_images, out_features, height, width)`), values in ``[0, 1]``.
+        num_steps (`int`, *optional*, defaults to `200`), learning_rate (`float`, *optional*, defaults to `1e-3`):
+            Adam settings [reconstruction].
+        awp_gamma (`float`, *optional*, defaults to `0.0`): relative AWP radius; 0 disables AWP.
+        progress (`bool`, *optional*, defaults to `False`): show a tqdm bar.
+
+    Returns:
+        `list[float]`: the (unperturbed-point or perturbed-point, with AWP) MSE per step.
+    """
+    if images.dim() != 4 or images.shape[0] != inr.num_images or images.shape[1] != inr.out_features:
+        raise ValueError(
+            f"`images` has to have shape ({inr.num_images}, {inr.out_features}, height, width), "
+            f"but has {tuple(images.shape)}"
+        )
+    height, width = images.shape[-2:]
+    target = images.to(inr.weights[0])
+    params = list(inr.parameters())
+    optimizer = torch.optim.Adam(params, lr=learning_rate)
+    losses = []
+    steps = range(num_steps)
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(steps, desc="fit INR")
+    with torch.enable_grad():
+        for _ in steps:
+            deltas = []
+            if awp_gamma > 0:
+                loss = ((inr.render(height, width) - target) ** 2).mean(dim=(1, 2, 3)).sum()
+                grads = torch.autograd.grad(loss, params)
+                with torch.no_grad():
+                    for param, grad in zip(params, grads):
+                        dims = tuple(range(1, param.dim()))
+                        scale = (
+                            awp_gamma
+                            * param.norm(dim=dims, keepdim=True)
+                            / (grad.norm(dim=dims, keepdim=True) + 1e-12)
+                        )
+                        delta = scale * grad
+                        param.add_(delta)
+                        deltas.append(delta)
+            loss = ((inr.render(height, width) - target) ** 2).mean(dim=(1, 2, 3)).sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            with torch.no_grad():
+                for param, delta in zip(params, deltas):
+                    param.sub_(delta)
+            optimizer.step()
+            losses.append(loss.item() / inr.num_images)
+    optimizer.zero_grad(set_to_none=True)
+    return losses
