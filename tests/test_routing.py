@@ -113,12 +113,13 @@ def test_without_data_the_router_samples_from_the_prior():
     assert abs((arms == 0).double().mean().item() - p0) < 0.01
 
 
-def test_concentrated_prior_routes_greedily():
+@pytest.mark.parametrize("sample_dtype", [None, torch.float32])
+def test_concentrated_prior_routes_greedily(sample_dtype):
     # conformance 6: lambda0 = 1e8, no updates -> argmax_n <h, E_bt[n]/||E_bt[n]||> for every pair
     g = torch.Generator().manual_seed(3)
     e_bt = torch.randn(5, 16, generator=g) * torch.tensor([1.0, 5.0, 0.2, 2.0, 1.0])[:, None]
     h = unit(torch.randn(300, 16, generator=g))
-    router = ThompsonRouter(e_bt, prior_precision=1e8)
+    router = ThompsonRouter(e_bt, prior_precision=1e8, sample_dtype=sample_dtype)
     expected = (h @ unit(e_bt).T).argmax(-1)
     assert torch.equal(router.select(h, generator=g), expected)
     assert torch.equal(router.select(h, generator=g), expected)  # deterministic
