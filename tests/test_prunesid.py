@@ -473,3 +473,137 @@ def test_video_per_frame_pruning():
         do_sample=False,
     )
     assert out.shape == (2, len(row) + 3)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# baselines (hand-computed)
+
+
+def test_pooling_baseline_hand_example():
+    from hfx.prunesid import pooling_select
+
+    patches = torch.arange(16.0).reshape(1, 16, 1)  # 4x4 grid, value = raster index
+    x = torch.cat([torch.full((1, 1, 1), -1.0), patches], dim=1)
+    red = pooling_select(x, 5)  # CLS + 2x2 average pooling
+    assert red.apply(x).flatten().tolist() == [-1.0, 2.5, 4.5, 10.5, 12.5]  # mean of {0,1,4,5}, {2,3,6,7}, ...
+
+
+def test_divprune_baseline_hand_example():
+    from hfx.prunesid import divprune_select
+
+    # a=[1,0], b≈a, c=[0,1], d=[-1,0]: the first pick maximises the 2nd-smallest distance (d), then max-min: a, c
+    x = torch.tensor([[[0.3, 0.3], [1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [-1.0, 0.0]]])
+    assert divprune_select(x, 3, keep_cls=False).indices.tolist() == [[1, 3, 4]]
+    assert divprune_select(x, 3, keep_cls=True).indices.tolist() == [[0, 1, 4]]
+
+
+def test_visionzip_baseline_dominant_and_contextual():
+    from hfx.prunesid import visionzip_select
+
+    x = clustered_features(b=1, t=49, d=16)
+    att = torch.linspace(0, 1, 49)[None]  # the last patches have the highest CLS attention
+    keys = torch.randn(1, 50, 8)
+    red = visionzip_select(x, 20, att, keys, keep_cls=True, contextual_ratio=10 / 64)
+    n_ctx = round(20 * 10 / 64)  # 3
+    assert red.indices.shape == (1, 20) and red.indices[0, 0].item() == 0
+    dominant = red.indices[0, 1 : 20 - n_ctx]
+    assert sorted(dominant.tolist()) == list(range(50 - (19 - n_ctx), 50))  # top CLS attention
+    w = red.weights[0]
+    torch.testing.assert_close(w.sum(-1), torch.ones(20))
+    members = (w[-n_ctx:] > 0).float()
+    assert members.sum(0)[1 : 50 - (19 - n_ctx)].eq(1).all()  # every other patch merged exactly once
+    torch.testing.assert_close(red.apply(x)[0, -1], x[0, w[-1] > 0].mean(0))
+
+
+def test_random_baseline_seeded():
+    from hfx.prunesid import random_select
+
+    x = clustered_features(b=2, t=49, d=16)
+    a, b = random_select(x, 10, seed=1).indices, random_select(x, 10, seed=1).indices
+    assert torch.equal(a, b) and (a[:, 0] == 0).all() and all(len(set(r.tolist())) == 10 for r in a)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# PruneSID-Dyn
+
+
+def test_dynamic_budget_hand_computed():
+    from hfx.prunesid import dynamic_budget
+
+    phi = torch.tensor([0.5, 1.0, 1.5])
+    assert dynamic_budget(phi, 10, 100) == [5, 10, 15]  # reference = batch mean 1.0
+    assert dynamic_budget(phi, 10, 12) == [5, 10, 12]  # clipped to available tokens
+    assert dynamic_budget(phi, 10, 100, reference_phi=0.5) == [10, 20, 30]
+
+
+def test_dynamic_inputs_match_features(llava):
+    from hfx.prunesid import prepare_dynamic_inputs
+    from hfx.prunesid.baselines import per_image_budgets
+
+    model, processor = pruned_llava(llava, 16, dynamic=True, reference_phi=0.9)
+    imgs = [image(200, 300, 0), Image.new("RGB", (224, 224), (120, 30, 30))]  # noise vs a flat image
+    batch = prepare_dynamic_inputs(model, processor, imgs, PROMPTS, return_tensors="pt", padding=True)
+    feats = model.model.get_image_features(batch["pixel_values"]).pooler_output
+    assert n_image_tokens(batch, model).tolist() == [f.shape[0] for f in feats]
+    layer_out = model.model.vision_tower(batch["pixel_values"], output_hidden_states=True).hidden_states[-2]
+    assert [f.shape[0] for f in feats] == per_image_budgets(layer_out, PruneSIDConfig.from_model_config(model.config))
+    model.generate(**batch, max_new_tokens=2, do_sample=False)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# visualize, CLI, publish
+
+
+def test_visualize_highlights_kept_patches(tmp_path):
+    from hfx.prunesid import visualize
+
+    out = visualize(
+        Image.new("RGB", (224, 224), (255, 255, 255)),
+        [0, 1, 9],
+        grid_size=7,
+        image_size=224,
+        save_path=tmp_path / "v.png",
+    )
+    arr = np.asarray(out)
+    assert (tmp_path / "v.png").is_file() and arr.shape == (224, 224, 3)
+    assert arr[16, 16].tolist() == [255, 255, 255]  # patch 0 (index 1) kept
+    assert arr[16 + 32, 16 + 32].tolist() == [255, 255, 255]  # patch 8 (index 9): row 1, col 1
+    assert arr[16, 16 + 32].tolist() == [63, 63, 63]  # patch 1 pruned: dimmed to 25%
+    with pytest.raises(ValueError, match="kept_indices"):
+        visualize(Image.new("RGB", (64, 64)), [50], grid_size=7)
+
+
+def test_cli_prune(tmp_path, capsys):
+    import argparse
+
+    from hfx.commands import prune
+
+    image(300, 400).save(tmp_path / "img.png")
+    parser = argparse.ArgumentParser()
+    prune.add_arguments(parser)
+    args = parser.parse_args([str(tmp_path / "img.png"), "--num-tokens", "64", "--out", str(tmp_path / "o.png")])
+    assert prune.run(args) == 0
+    printed = capsys.readouterr().out
+    assert "tiny random LLaVA" in printed and "kept 64 of 577" in printed
+    assert Image.open(tmp_path / "o.png").size == (336, 336)
+
+
+def test_publish_folder(llava, tmp_path):
+    from hfx.hub import publish
+    from hfx.prunesid import PruneSIDLlavaForConditionalGeneration, PruneSIDLlavaProcessor
+
+    stock, processor = llava
+    stock.save_pretrained(tmp_path / "src")
+    processor.save_pretrained(tmp_path / "src")
+    out = publish("prunesid-llava", tmp_path / "pub", source=tmp_path / "src", num_visual_tokens=24)
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\n") and "arxiv:2603.09480" in card and "{{" not in card
+    from transformers import LlavaConfig
+
+    config = LlavaConfig.from_pretrained(out)
+    model = PruneSIDLlavaForConditionalGeneration.from_pretrained(tmp_path / "src", config=config)
+    assert torch.equal(model.lm_head.weight, stock.lm_head.weight)
+    proc = PruneSIDLlavaProcessor.from_pretrained(out)
+    batch = proc(images=[image(200, 300)], text=PROMPTS[:1], return_tensors="pt")
+    assert n_image_tokens(batch, model).item() == 24
+    assert model.model.get_image_features(batch["pixel_values"]).pooler_output[0].shape[0] == 24

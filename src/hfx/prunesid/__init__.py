@@ -50,7 +50,7 @@ _LAZY = {
     "num_video_tokens": "hfx.prunesid.processing",
     "apply": "hfx.prunesid.api",
     "prepare_dynamic_inputs": "hfx.prunesid.api",
-    "visualize": "hfx.prunesid.visualize",
+    "visualize": "hfx.prunesid.visualization",
 }
 
 __all__ = sorted(_LAZY)  # noqa: PLE0605

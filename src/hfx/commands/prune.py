@@ -1,0 +1,53 @@
+"""`hfx prune IMAGE --num-tokens 64 [--model ...] [--out PNG]`: PruneSID on one image, visualised."""
+
+from __future__ import annotations
+
+
+HELP = "Prune the visual tokens of one image with PruneSID (or a baseline) and save the kept patches as a PNG."
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("image", help="path to an image file")
+    parser.add_argument("--num-tokens", type=int, default=64, help="N visual tokens kept (CLS included; default 64)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a llava-hf LLaVA-1.5 checkpoint (Hub id or folder); default: a tiny random LLaVA (24x24 patches)",
+    )
+    parser.add_argument(
+        "--method", default="prunesid", help="prunesid, random, pooling, visionzip or divprune (default prunesid)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the randomised PCA / random baseline")
+    parser.add_argument("--out", default=None, help="output PNG (default: <image>_prunesid.png)")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    import torch
+    from PIL import Image
+
+    from hfx.prunesid import apply, visualize
+
+    image = Image.open(args.image).convert("RGB")
+    if args.model is None:
+        from hfx.testing import tiny_llava
+
+        print("no --model given: using the tiny random LLaVA from hfx.testing (336 px, 24x24 patches + CLS)")
+        model, processor = tiny_llava(image_size=336, patch_size=14)
+    else:
+        from transformers import AutoProcessor, LlavaForConditionalGeneration
+
+        model = LlavaForConditionalGeneration.from_pretrained(args.model)
+        processor = AutoProcessor.from_pretrained(args.model)
+    model, processor = apply(model, processor, num_visual_tokens=args.num_tokens, method=args.method, seed=args.seed)
+    pixel_values = processor.image_processor([image], return_tensors="pt")["pixel_values"]
+    pixel_values = pixel_values.to(model.device, model.model.vision_tower.dtype)
+    with torch.no_grad():
+        kept = model.model.get_image_features(pixel_values).prunesid_indices[0]
+    vision = model.config.vision_config
+    grid = vision.image_size // vision.patch_size
+    out = Path(args.out) if args.out else Path(args.image).with_name(Path(args.image).stem + "_prunesid.png")
+    visualize(image, kept, grid_size=grid, image_size=vision.image_size, save_path=out)
+    print(f"kept {len(kept)} of {grid * grid + 1} visual tokens ({args.method}); wrote {out}")
+    return 0
