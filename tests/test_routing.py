@@ -644,3 +644,19 @@ def test_tiny_grpo_step_routes_one_rm_per_pair_and_updates_the_router(offline_ro
     assert callback.num_updates == 1 and routed.pending == []
     assert int(routed.router.counts.sum()) == 2
     assert callback.ref_model is not policy and "forward" not in callback.ref_model.__dict__
+
+
+def test_cached_frozen_encoder_embeddings_match(offline_router):
+    from hfx.routing import OfflineRouter
+
+    cached = OfflineRouter.from_encoder(
+        offline_router.encoder, offline_router.tokenizer, RM_NAMES, freeze_encoder=True, cache_embeddings=True
+    )
+    cached.load_state_dict(offline_router.state_dict())
+    args = (["p", "q"], ["one two", "three"], ["four", "five six seven"])
+    first = cached.embed_pairs(*args)
+    assert len(cached._embedding_cache) == 4
+    assert torch.allclose(first, offline_router.embed_pairs(*args), atol=1e-6)
+    assert torch.equal(cached.embed_pairs(*args), first)
+    with pytest.raises(ValueError, match="requires `freeze_encoder=True`"):
+        OfflineRouter.from_encoder(offline_router.encoder, offline_router.tokenizer, RM_NAMES, cache_embeddings=True)

@@ -122,6 +122,8 @@ class OfflineRouter(
             loss weights; the released code trains BT only (``lambda_cls=0``); the paper's lambda is unknown.
         freeze_encoder (`bool`, *optional*, defaults to `False`): the paper fine-tunes the encoder fully; ``True``
             trains only fusion + heads (cheap CPU runs).
+        cache_embeddings (`bool`, *optional*, defaults to `False`): with a frozen encoder, memoise each text's
+            embedding (keyed by its token ids, kept on CPU) so later epochs and the online stage skip the encoder.
         user_prefix / assistant_prefix (`str`): text prefixes [code].
         base_model (`str`, *optional*): the encoder's Hub id, recorded in the config and the model card.
 
@@ -138,6 +140,7 @@ class OfflineRouter(
         lambda_bt: float = 1.0,
         lambda_cls: float = 0.0,
         freeze_encoder: bool = False,
+        cache_embeddings: bool = False,
         user_prefix: str = "<|user|>: ",
         assistant_prefix: str = "<|assistant|>: ",
         base_model: str | None = None,
@@ -173,6 +176,10 @@ class OfflineRouter(
         self.cls_embeddings = nn.Parameter(torch.randn(k, d) / d**0.5)
         self.cls_bias = nn.Parameter(torch.zeros(k))
         self.freeze_encoder = bool(freeze_encoder)
+        self.cache_embeddings = bool(cache_embeddings)
+        self._embedding_cache: dict[tuple, torch.Tensor] = {}
+        if self.cache_embeddings and not self.freeze_encoder:
+            raise ValueError("`cache_embeddings=True` requires `freeze_encoder=True` (a trained encoder changes them)")
         if self.freeze_encoder:
             self.encoder.requires_grad_(False)
 
@@ -237,9 +244,25 @@ class OfflineRouter(
 
     def encode(self, input_ids: torch.LongTensor, attention_mask: torch.LongTensor) -> torch.Tensor:
         """Hidden state of the last non-pad token, shape `(N, d)` (inputs right-padded, shape `(N, L)`)."""
+        if self.freeze_encoder and self.cache_embeddings:
+            return self._cached_encode(input_ids, attention_mask)
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         last = attention_mask.long().sum(-1).clamp_min(1) - 1
         return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+    @torch.no_grad()
+    def _cached_encode(self, input_ids, attention_mask) -> torch.Tensor:
+        lengths = attention_mask.long().sum(-1).tolist()
+        keys = [tuple(ids[:n].tolist()) for ids, n in zip(input_ids, lengths)]
+        missing = sorted({i for i, k in enumerate(keys) if k not in self._embedding_cache})
+        if missing:
+            ids, mask = input_ids[missing], attention_mask[missing]
+            hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            last = mask.long().sum(-1).clamp_min(1) - 1
+            emb = hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+            for i, e in zip(missing, emb):
+                self._embedding_cache[keys[i]] = e.detach().cpu()
+        return torch.stack([self._embedding_cache[k] for k in keys]).to(input_ids.device)
 
     def fuse(self, emb_a: torch.Tensor, emb_b: torch.Tensor) -> torch.Tensor:
         """Symmetric unit-norm pair context ``h`` of shape `(B, d)` from response embeddings of shape `(B, d)`."""
