@@ -61,12 +61,14 @@ class LinUCBRouter(BaseRouter):
         self.b = torch.zeros(self.num_arms, self.dim, dtype=torch.float64)
         self.theta = torch.zeros(self.num_arms, self.dim, dtype=torch.float64)
         self.counts = torch.zeros(self.num_arms, dtype=torch.long)
+        self._A_inv: torch.Tensor | None = None
 
     def ucb_scores(self, contexts: torch.Tensor) -> torch.Tensor:
         """UCB score per context and arm, shape `(N, R)` for contexts of shape `(N, d)`."""
         c = contexts.to(torch.float64)
-        a_inv_c = torch.linalg.solve(self.A[None], c[:, None, :, None].expand(-1, self.num_arms, -1, -1))
-        bonus = (c[:, None, :] * a_inv_c[..., 0]).sum(-1).clamp_min(0).sqrt()  # (N, R)
+        if self._A_inv is None:
+            self._A_inv = torch.cholesky_inverse(torch.linalg.cholesky(self.A))  # (R, d, d), cached until update
+        bonus = torch.einsum("nd,rde,ne->nr", c, self._A_inv, c).clamp_min(0).sqrt()  # (N, R)
         return c @ self.theta.T + self.alpha * bonus
 
     @torch.no_grad()
@@ -94,6 +96,7 @@ class LinUCBRouter(BaseRouter):
             self.b[arm] += (r[:, None] * contexts).sum(0)
             self.theta[arm] = torch.linalg.solve(self.A[arm], self.b[arm])
             self.counts[arm] += contexts.shape[0]
+        self._A_inv = None
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {"A": self.A.clone(), "b": self.b.clone(), "theta": self.theta.clone(), "counts": self.counts.clone()}
@@ -103,6 +106,7 @@ class LinUCBRouter(BaseRouter):
             raise ValueError(f"`state['A']` must have shape {(self.num_arms, self.dim, self.dim)}")
         self.A, self.b = state["A"].double().clone(), state["b"].double().clone()
         self.theta, self.counts = state["theta"].double().clone(), state["counts"].long().clone()
+        self._A_inv = None
 
     def _config(self) -> dict[str, Any]:
         return {
