@@ -121,28 +121,53 @@ def group_nms(
         score otherwise), `kept` `(batch_size, T)` bool, `kept_counts` `(batch_size, num_groups)` long (k_g).
     """
     b, t = scores.shape
+    device = scores.device
     scores = scores.float()
-    tau = torch.as_tensor(tau, dtype=torch.float32, device=scores.device).reshape(-1).expand(b)
+    tau = torch.as_tensor(tau, dtype=torch.float32, device=device).reshape(-1).expand(b)
     onehot = F.one_hot(groups, num_groups).transpose(1, 2).bool()  # (B, K, T)
-    remaining = scores.clone()
-    priority = scores.clone()
-    kept = torch.zeros(b, t, dtype=torch.bool, device=scores.device)
-    kept_counts = torch.zeros(b, num_groups, dtype=torch.long, device=scores.device)
-    p = max(1000.0, t + 1.0 + float(scores.max()) if scores.numel() else 1000.0)
-    batch_idx = torch.arange(b, device=scores.device)[:, None].expand(b, num_groups)
-    while bool((remaining > 0).any()):
-        per_group = torch.where(onehot, remaining[:, None, :], torch.zeros((), device=scores.device))
-        best, top = per_group.max(dim=-1)  # (B, K)
+    p0 = max(1000.0, t + 1.0 + float(scores.max())) if scores.numel() else 1000.0
+    same_group = groups[:, :, None] == groups[:, None, :]
+    off_diag = ~torch.eye(t, dtype=torch.bool, device=device)
+    if not bool(((similarity > tau[:, None, None]) & same_group & off_diag & (scores[:, None, :] > 0)).any()):
+        # Saturated NMS (e.g. tau >= 1): nothing can be suppressed, so round r keeps the r-th best token of every
+        # group. Computed in closed form; identical to the loop below.
+        order = torch.argsort(scores, dim=-1, descending=True, stable=True)
+        g_sorted = groups.gather(1, order)
+        by_group = torch.argsort(g_sorted, dim=-1, stable=True)
+        sorted_tokens = order.gather(1, by_group)
+        counts = onehot.sum(-1)
+        starts = torch.cumsum(counts, -1) - counts
+        rank = torch.arange(t, device=device)[None] - starts.gather(1, groups.gather(1, sorted_tokens))
+        kept = torch.zeros(b, t, dtype=torch.bool, device=device).scatter_(
+            1, sorted_tokens, scores.gather(1, sorted_tokens) > 0
+        )
+        rank_of = torch.empty_like(rank).scatter_(1, sorted_tokens, rank)
+        priority = torch.where(kept, p0 - rank_of.float(), scores)
+        kept_counts = (onehot & kept[:, None, :]).sum(-1)
+        return priority, kept, kept_counts
+    # remaining scores per group, -1 where a token is not in the group or has been kept / suppressed
+    rem = torch.where(onehot & (scores[:, None, :] > 0), scores[:, None, :], torch.full((), -1.0, device=device))
+    tops, actives = [], []
+    while True:
+        best, top = rem.max(dim=-1)  # (B, K)
         active = best > 0
-        rows, cols = batch_idx[active], top[active]
-        priority[rows, cols] = p
-        kept[rows, cols] = True
-        remaining[rows, cols] = 0
-        kept_counts += active.long()
-        sim_rows = similarity[batch_idx, top]  # (B, K, T)
-        suppress = ((sim_rows > tau[:, None, None]) & onehot & active[..., None]).any(dim=1)
-        remaining = remaining.masked_fill(suppress, 0.0)
-        p -= 1.0
+        if not bool(active.any()):
+            break
+        tops.append(top)
+        actives.append(active)
+        sim_rows = similarity.gather(1, top[..., None].expand(b, num_groups, t))  # (B, K, T)
+        rem.masked_fill_((sim_rows > tau[:, None, None]) & active[..., None], -1.0)
+        rem.scatter_(2, top[..., None], -1.0)
+    priority = scores.clone()
+    kept = torch.zeros(b, t, dtype=torch.bool, device=device)
+    kept_counts = torch.zeros(b, num_groups, dtype=torch.long, device=device)
+    if tops:
+        top_all, act_all = torch.stack(tops), torch.stack(actives)  # (R, B, K)
+        rounds = torch.arange(len(tops), device=device)[:, None, None].expand_as(top_all)
+        bi = torch.arange(b, device=device)[None, :, None].expand_as(top_all)
+        priority[bi[act_all], top_all[act_all]] = p0 - rounds[act_all].float()
+        kept[bi[act_all], top_all[act_all]] = True
+        kept_counts = act_all.sum(0)
     return priority, kept, kept_counts
 
 
