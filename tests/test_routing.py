@@ -660,3 +660,19 @@ def test_cached_frozen_encoder_embeddings_match(offline_router):
     assert torch.equal(cached.embed_pairs(*args), first)
     with pytest.raises(ValueError, match="requires `freeze_encoder=True`"):
         OfflineRouter.from_encoder(offline_router.encoder, offline_router.tokenizer, RM_NAMES, cache_embeddings=True)
+
+
+def test_balance_bt_triples_evens_out_wins_and_losses():
+    from hfx.routing import balance_bt_triples, bt_loss
+
+    # RM 0 always right, RM 1 always wrong on 6 samples -> 6 triples (0 beats 1): RM 0 has 6 wins / 0 losses
+    agreement = torch.tensor([[1, 0, 1]] * 6 + [[0, 1, 1]] * 2 + [[1, 1, 1]])
+    mask = balance_bt_triples(agreement, seed=0)
+    default = (agreement[:, :, None] * (1 - agreement[:, None, :])).float()
+    assert ((mask == 0) | (default == 1)).all()  # only deletes triples
+    wins, losses = mask.sum((0, 2)), mask.sum((0, 1))
+    before = (default.sum((0, 2)) - default.sum((0, 1))).abs().sum()
+    assert (wins - losses).abs().sum() < before
+    # a sample whose triples were all deleted drops out of the loss average
+    s = torch.zeros(9, 3)
+    assert bt_loss(s, agreement, mask).item() == pytest.approx(math.log(2))

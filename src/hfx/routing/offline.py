@@ -74,6 +74,35 @@ def bt_loss(bt_scores: torch.Tensor, agreement: torch.Tensor, triple_mask: torch
     return (per_sample * valid).sum() / valid.sum().clamp_min(1)
 
 
+def balance_bt_triples(agreement: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """Keep-mask over BT triples that evens out each RM's win and loss counts [reconstruction].
+
+    The authors' code has an optional pass deleting triples so that every RM wins about as often as it loses; its
+    exact rule is not documented. Here: visit the triples (i, w, l) in a seeded random order and delete one when the
+    winner ``w`` currently has more wins than losses **and** the loser ``l`` more losses than wins (deleting it moves
+    both towards balance). Pass the result as ``triple_mask`` to :func:`bt_loss` (or as a ``triple_mask`` column to
+    :class:`~hfx.routing.OfflineRouterTrainer`).
+
+    Args:
+        agreement (`torch.Tensor` of shape `(N, K)`): the 0/1 agreement matrix of the whole offline set.
+        seed (`int`, *optional*, defaults to `0`).
+
+    Returns:
+        `torch.Tensor` of shape `(N, K, K)`: 1 for kept triples (0 elsewhere, including non-triples).
+    """
+    delta = torch.as_tensor(agreement).float()
+    mask = delta[:, :, None] * (1 - delta[:, None, :])
+    wins, losses = mask.sum((0, 2)), mask.sum((0, 1))
+    triples = torch.nonzero(mask)
+    order = torch.randperm(len(triples), generator=torch.Generator().manual_seed(seed))
+    for i, win, lose in triples[order].tolist():
+        if wins[win] > losses[win] and losses[lose] > wins[lose]:
+            mask[i, win, lose] = 0
+            wins[win] -= 1
+            losses[lose] -= 1
+    return mask
+
+
 @dataclass
 class OfflineRouterOutput(ModelOutput):
     """Output of :meth:`OfflineRouter.forward`.

@@ -11,6 +11,9 @@ from transformers import Trainer, TrainingArguments
 class OfflineRouterCollator:
     """Tokenises rows of (prompt, response_a, response_b, agree_<rm>...) into :meth:`OfflineRouter.forward` inputs.
 
+    An optional ``triple_mask`` column (`(K, K)` per row, e.g. from :func:`~hfx.routing.balance_bt_triples`) is passed
+    on to the BT loss.
+
     Args:
         router (`OfflineRouter`): supplies the tokenizer, ``max_length`` and the RM order (``rm_names``).
         agreement_prefix (`str`, *optional*, defaults to `"agree_"`): column ``f"{prefix}{name}"`` per RM.
@@ -27,13 +30,16 @@ class OfflineRouterCollator:
         agreement = torch.tensor(
             [[float(r[f"{self.agreement_prefix}{n}"]) for n in self.router.rm_names] for r in rows]
         )
-        return {
+        batch = {
             "input_ids_a": enc_a["input_ids"],
             "attention_mask_a": enc_a["attention_mask"],
             "input_ids_b": enc_b["input_ids"],
             "attention_mask_b": enc_b["attention_mask"],
             "agreement": agreement,
         }
+        if "triple_mask" in rows[0]:
+            batch["triple_mask"] = torch.tensor([r["triple_mask"] for r in rows], dtype=torch.float32)
+        return batch
 
 
 def _router_metrics(eval_pred) -> dict[str, float]:
