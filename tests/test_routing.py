@@ -529,7 +529,8 @@ def test_exactly_one_rm_call_per_pair(offline_router):
     for arm, name in enumerate(RM_NAMES):
         assert sorted(rms[name].seen) == sorted(p for p, a in zip(prompts, arms) if a == arm)
     for v, a, ra, rb in zip(verdicts, arms, rows["response_a"], rows["response_b"]):
-        assert v == (0 if (len(ra) >= len(rb)) == (a == 0) or len(ra) == len(rb) else 1)
+        score_a, score_b = (len(ra), len(rb)) if a == 0 else (-len(ra), -len(rb))  # "long" / "short" RM
+        assert v == (0 if score_a >= score_b else 1)
     scorers = {n: CountingRM(1.0) for n in RM_NAMES}
     label_with_reward_models(dict(rows, label=rows["label"]), scorers, show_progress=False)
     assert sum(len(s.seen) for s in scorers.values()) == len(RM_NAMES) * 12
