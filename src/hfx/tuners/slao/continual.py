@@ -297,6 +297,9 @@ class ContinualTrainer(Trainer):
             ``task_datasets``.
         task_metric (`Callable[[model, Dataset], float]`, *optional*): the per-task accuracy.
         adapter_name (`str`, *optional*): the SLAO adapter to drive.
+        reset_optimizer_per_task (`bool`, *optional*, defaults to `True`): build a fresh optimizer (AdamW moments)
+            for every task [reconstruction: the paper does not say whether optimizer state carries over]; with
+            `False` the first task's optimizer and its moments are kept (the scheduler is always rebuilt).
         **kwargs: passed to ``Trainer`` (``data_collator``, ``processing_class``, ``callbacks``, ...).
 
     Raises:
@@ -312,9 +315,11 @@ class ContinualTrainer(Trainer):
         eval_datasets=None,
         task_metric: Callable[[Any, Any], float] | None = None,
         adapter_name: str | None = None,
+        reset_optimizer_per_task: bool = True,
         **kwargs,
     ):
         get_slao_tuner(model)
+        self.reset_optimizer_per_task = bool(reset_optimizer_per_task)
         self.task_datasets = _as_named(task_datasets, "task_datasets")
         self.task_eval_datasets = _as_named(eval_datasets, "eval_datasets") if eval_datasets else self.task_datasets
         if len(self.task_eval_datasets) != len(self.task_datasets):
@@ -347,7 +352,9 @@ class ContinualTrainer(Trainer):
         accuracy = np.full((T, T), np.nan)
         for j, (_, train_set) in enumerate(tqdm(self.task_datasets, desc="SLAO tasks", disable=T < 2)):
             self.train_dataset = train_set
-            self.optimizer, self.lr_scheduler = None, None  # fresh AdamW per task
+            if self.reset_optimizer_per_task:
+                self.optimizer = None  # fresh AdamW state per task
+            self.lr_scheduler = None
             self.train()
             for i, (_, eval_set) in enumerate(self.task_eval_datasets):
                 accuracy[i, j] = self.evaluate_task(eval_set)

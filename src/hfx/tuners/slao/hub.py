@@ -110,7 +110,7 @@ def publish(out_dir: Path, source: str | Path | None = None, **kw: Any) -> Path:
         out_dir,
         "slao",
         data,
-        base_model=base_model or "the base model it was trained on",
+        base_model=base_model or "<base-model-id>",
         r=config.get("r"),
         lora_alpha=config.get("lora_alpha"),
         target_modules=", ".join(sorted(target_modules)) if isinstance(target_modules, list) else target_modules,
