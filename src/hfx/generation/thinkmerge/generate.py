@@ -178,6 +178,11 @@ class Delimiter:
             may spell them with different tokens in context. A list of token ids is matched as an exact suffix.
         tokenizer (*optional*): needed when ``think_end`` is a string.
 
+    Attributes:
+        ids (`list[int]`): the delimiter's token ids.
+        text (`str` or `None`): the phrase matched on decoded text (``None`` for id matching).
+        forced_ids (`list[int]`): the ids force-appended at the thinking budget (a phrase is preceded by a newline).
+
     Raises:
         ValueError: if ``think_end`` is empty or tokenizes to nothing, or is a string without a tokenizer.
         TypeError: if ``think_end`` is neither a string nor a sequence of ints.
@@ -198,6 +203,9 @@ class Delimiter:
                 raise ValueError(f"`think_end`={think_end!r} tokenizes to nothing; pass a non-empty delimiter.")
             if len(ids) > 1:
                 self.text = think_end
+                # [reconstruction] a forced phrase starts on a new line, so it does not glue onto the last word
+                forced = tokenizer.encode("\n" + think_end.lstrip(), add_special_tokens=False)
+                self.forced_ids = forced if think_end in tokenizer.decode(forced) else ids
         elif isinstance(think_end, torch.Tensor) or (
             isinstance(think_end, (list, tuple)) and all(isinstance(i, int) for i in think_end)
         ):
@@ -207,6 +215,8 @@ class Delimiter:
         else:
             raise TypeError(f"`think_end` must be a string or a list of token ids, but is {think_end!r}")
         self.ids = ids
+        if self.text is None:
+            self.forced_ids = ids
 
     def match(self, generated: torch.Tensor, rows: torch.Tensor, num_generated: int) -> torch.Tensor:
         """Delimiter length (in tokens, > 0) for rows whose generated text now ends the thought, else 0.
@@ -646,7 +656,7 @@ def thinkmerge(
             eos_ids,
             pad_token_id,
         )
-        forced_ids = torch.tensor(delimiter.ids, dtype=torch.long, device=input_ids.device)
+        forced_ids = torch.tensor(delimiter.forced_ids, dtype=torch.long, device=input_ids.device)
         min_repeats = 3 if trim_repetitions is True else int(trim_repetitions)
         merged_indices = _select(merge, body_length, ready_step, batch_size, num_rows, num_traces)
         candidates, traces = [], []

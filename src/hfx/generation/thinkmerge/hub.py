@@ -51,7 +51,9 @@ def publish(out_dir: str | Path, source: str | Path | None = None, repo_id: str 
         source = Path(source)
         if not source.is_dir():
             raise ValueError(f"`source` must be a model folder, but is {str(source)!r}")
-        shutil.copytree(source, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("custom_generate", "README.md"))
+        shutil.copytree(
+            source, out_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("custom_generate", "README.md")
+        )
         base_model = _base_model_of(source)
     target = out_dir / "custom_generate" / "generate.py"
     target.parent.mkdir(parents=True, exist_ok=True)
