@@ -84,6 +84,41 @@ def test_allocate_quotas_hand_example():
     assert q.sum().item() == 11 and q[0, 1].item() >= 1
 
 
+def reference_nms(sim, scores, groups, num_groups, tau, p0):
+    """Plain-Python transcription of the spec's NMS pseudo-code (one image)."""
+    remaining = scores.tolist()
+    priority = scores.tolist()
+    kept = [False] * len(remaining)
+    p = p0
+    while any(r > 0 for r in remaining):
+        for g in range(num_groups):
+            members = [i for i in range(len(remaining)) if groups[i] == g and remaining[i] > 0]
+            if not members:
+                continue
+            t = max(members, key=lambda i: (remaining[i], -i))
+            priority[t], kept[t], remaining[t] = p, True, 0.0
+            for j in members:
+                if sim[t, j] > tau:
+                    remaining[j] = 0.0
+        p -= 1
+    return priority, kept
+
+
+@pytest.mark.parametrize(("common", "lam"), [(0.5, 1.0), (0.5, 2.0), (2.0, 6.0)])
+def test_group_nms_matches_reference_transcription(common, lam):
+    x = clustered_features(b=1, t=120, d=32, common=common, seed=3)[:, 1:]
+    scores = cls_attention_like(b=1, t=120)
+    groups = torch.randint(0, 6, (1, 120), generator=torch.Generator().manual_seed(0))
+    sim = cosine_similarity_matrix(x)
+    tau = lam * redundancy(sim)
+    priority, kept, counts = group_nms(sim, scores, groups, 6, tau)
+    p0 = max(1000.0, 120 + 1.0 + float(scores.max()))
+    ref_priority, ref_kept = reference_nms(sim[0], scores[0], groups[0].tolist(), 6, float(tau), p0)
+    assert kept[0].tolist() == ref_kept
+    torch.testing.assert_close(priority[0], torch.tensor(ref_priority))
+    assert counts[0].tolist() == [sum(k for k, g in zip(ref_kept, groups[0].tolist()) if g == c) for c in range(6)]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # conformance cases 1, 3-7
 
@@ -607,3 +642,22 @@ def test_publish_folder(llava, tmp_path):
     batch = proc(images=[image(200, 300)], text=PROMPTS[:1], return_tensors="pt")
     assert n_image_tokens(batch, model).item() == 24
     assert model.model.get_image_features(batch["pixel_values"]).pooler_output[0].shape[0] == 24
+
+
+def test_kv_cache_generation_equals_no_cache(llava):
+    model, processor = pruned_llava(llava, 12)
+    batch = processor(images=[image(200, 300), image(300, 200, 1)], text=PROMPTS, return_tensors="pt", padding=True)
+    with_cache = model.generate(**batch, max_new_tokens=5, do_sample=False, use_cache=True)
+    without = model.generate(**batch, max_new_tokens=5, do_sample=False, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+
+def test_llava_next_stock_checkpoint_loads_every_weight(tmp_path):
+    from hfx.prunesid import PruneSIDLlavaNextForConditionalGeneration
+    from hfx.testing import tiny_llava_next
+
+    stock, _ = tiny_llava_next()
+    stock.save_pretrained(tmp_path)
+    loaded = PruneSIDLlavaNextForConditionalGeneration.from_pretrained(tmp_path)
+    ref, got = stock.state_dict(), loaded.state_dict()
+    assert set(ref) == set(got) and all(torch.equal(ref[k], got[k]) for k in ref)

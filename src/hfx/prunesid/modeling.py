@@ -180,6 +180,8 @@ class PruneSIDAnyResMixin(PruneSIDMixin):
     def anyres_image_features(
         self, pixel_values, image_sizes, vision_feature_layer=None, vision_feature_select_strategy=None, **kwargs
     ) -> BaseModelOutputWithPooling:
+        if self.prunesid_config.dynamic:
+            raise ValueError("`dynamic=True` (PruneSID-Dyn) is supported for LLaVA-1.5 only, not for AnyRes crops")
         layer, _ = self._resolve(vision_feature_layer, vision_feature_select_strategy)
         crop = self.config.vision_config.image_size
         num_crops = [
