@@ -89,7 +89,19 @@ def _gsm8k_pairs(n: int):
     return prompts, good, bad
 
 
-def _embedding_timings(tiny: bool, repeats: int, num_pairs: int = 8) -> dict:
+def _machine_calibration() -> dict:
+    """GEMM throughput and memory-bound matvec time on this machine (to read the absolute timings against)."""
+    a = torch.randn(576, 576)
+    gemm_ms = _median_ms(lambda: a @ a, 20)
+    stack = torch.randn(10, 576, 576)
+    z = torch.randn(10, 576, 1)
+    return {
+        "fp32_gemm_576_gflops": 2 * 576**3 / (gemm_ms * 1e-3) / 1e9,
+        "bmm_10x576x576_by_vector_ms": _median_ms(lambda: torch.bmm(stack, z), 20),
+    }
+
+
+def _embedding_timings(tiny: bool, repeats: int, num_pairs: int = 4) -> dict:
     from hfx.models import DEFAULT_MODEL_ID, is_default_model_available, load_default_model
     from hfx.routing import OfflineRouter, RoutedRewardModel, ThompsonRouter
     from hfx.testing import tiny_llama
@@ -143,7 +155,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     torch.manual_seed(0)
-    detail = {"torch_threads": torch.get_num_threads(), "d": args.dim}
+    detail = {"torch_threads": torch.get_num_threads(), "d": args.dim, "machine": _machine_calibration()}
     for k in (4, 10):
         detail[f"{k}_rms"] = _router_timings(k, args.dim, args.repeats)
     detail["embedding"] = _embedding_timings(args.tiny, args.repeats)
