@@ -677,3 +677,23 @@ def test_balance_bt_triples_evens_out_wins_and_losses():
     # a sample whose triples were all deleted drops out of the loss average
     s = torch.zeros(9, 3)
     assert bt_loss(s, agreement, mask).item() == pytest.approx(math.log(2))
+
+
+def test_online_dpo_layout_pairs_halves(offline_router):
+    routed, _ = _routed(offline_router)
+    prompts = ["p", "q", "r"] * 2  # OnlineDPOTrainer: prompts = 2 * prompts, completion i pairs with i + 3
+    completions = ["aaaa", "b", "cc", "a", "bbbb", "c"]
+    rewards = routed(prompts=prompts, completions=completions)
+    assert sum(routed.num_rm_calls.values()) == 3
+    assert [(p["prompt"], sorted([p["chosen"], p["rejected"]])) for p in routed.pending] == [
+        ("p", ["a", "aaaa"]),
+        ("q", ["b", "bbbb"]),
+        ("r", ["c", "cc"]),
+    ]
+    assert all(rewards[i] + rewards[i + 3] == 1.0 for i in range(3))
+    with pytest.raises(ValueError, match="two identical halves"):
+        from hfx.routing import RoutedRewardModel
+
+        RoutedRewardModel(routed.router, routed.scorers, encoder=offline_router, pairing="halves")(
+            prompts=["p", "q"], completions=["a", "b"]
+        )

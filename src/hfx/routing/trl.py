@@ -31,7 +31,7 @@ class RoutedRewardModel:
 
     * a **reward function** for [`~trl.GRPOTrainer`] (``reward_funcs=routed``): completions of the same prompt (TRL
       puts them consecutively) are paired (0,1), (2,3), ...; an odd last completion is paired with the group's first
-      one. Each pair is scored by its routed RM only; with ``reward_mode="preference"`` the winner gets 1, the loser
+      one. For ``OnlineDPOTrainer`` (``prompts = 2 * prompts``) completion i is paired with i + B (see ``pairing``). Each pair is scored by its routed RM only; with ``reward_mode="preference"`` the winner gets 1, the loser
       0 (0.5 each on a tie); with ``"score"`` each completion gets the routed RM's raw score;
     * a **pairwise judge** (:meth:`judge`, TRL's judge interface) for online-DPO style loops;
     * a plain router for custom loops (:meth:`route_and_score` then :meth:`feedback`).
@@ -52,6 +52,10 @@ class RoutedRewardModel:
         normalizer (*optional*): :class:`QuantileRewardNormalizer` (default, ``utils5.py``) or
             :class:`EMARewardNormalizer` (``utils4.py``).
         reward_mode (`str`, *optional*, defaults to `"preference"`): ``"preference"`` or ``"score"`` (see above).
+        pairing (`str`, *optional*, defaults to `"auto"`): how the reward function pairs completions:
+            ``"consecutive"`` (GRPO: completions of a prompt are adjacent), ``"halves"`` (OnlineDPO: ``prompts = 2 *
+            prompts`` and completion i pairs with i + B) or ``"auto"`` (``"halves"`` when the prompt list is two
+            identical halves, else ``"consecutive"``).
         seed (`int`, *optional*): seeds the router's sampling generator.
 
     Raises:
@@ -65,6 +69,7 @@ class RoutedRewardModel:
         encoder,
         normalizer=None,
         reward_mode: str = "preference",
+        pairing: str = "auto",
         seed: int | None = None,
         embed_batch_size: int = 16,
     ):
@@ -91,6 +96,9 @@ class RoutedRewardModel:
             scorers = [as_pair_scorer(rm, name=n) for rm, n in zip(reward_models, router.arm_names)]
         if reward_mode not in ("preference", "score"):
             raise ValueError(f"`reward_mode` must be one of ['preference', 'score'], but is {reward_mode!r}")
+        if pairing not in ("auto", "consecutive", "halves"):
+            raise ValueError(f"`pairing` must be one of ['auto', 'consecutive', 'halves'], but is {pairing!r}")
+        self.pairing = pairing
         if not (hasattr(encoder, "embed_pairs") or callable(encoder)):
             raise TypeError(
                 "`encoder` must be an OfflineRouter or a callable (prompts, responses_a, responses_b) -> h"
@@ -160,15 +168,24 @@ class RoutedRewardModel:
         """GRPO reward function: one routed RM call per completion pair (see the class docstring)."""
         if len(prompts) != len(completions):
             raise ValueError(f"`prompts` ({len(prompts)}) and `completions` ({len(completions)}) differ in length")
+        n = len(prompts)
+        pairing = self.pairing
+        if pairing == "auto":
+            pairing = "halves" if n % 2 == 0 and n > 0 and prompts[: n // 2] == prompts[n // 2 :] else "consecutive"
         pairs = []  # (i, j)
-        start = 0
-        for end in range(1, len(prompts) + 1):
-            if end == len(prompts) or prompts[end] != prompts[start]:
-                group = list(range(start, end))
-                pairs += [(group[k], group[k + 1]) for k in range(0, len(group) - 1, 2)]
-                if len(group) % 2 == 1:
-                    pairs.append((group[-1], group[0]) if len(group) > 1 else (group[0], group[0]))
-                start = end
+        if pairing == "halves":  # OnlineDPOTrainer: prompts = 2 * prompts, completion i pairs with i + B
+            if n % 2 or prompts[: n // 2] != prompts[n // 2 :]:
+                raise ValueError("`pairing='halves'` needs `prompts` made of two identical halves (OnlineDPO layout)")
+            pairs = [(i, i + n // 2) for i in range(n // 2)]
+        else:  # GRPOTrainer: the completions of one prompt are consecutive
+            start = 0
+            for end in range(1, n + 1):
+                if end == n or prompts[end] != prompts[start]:
+                    group = list(range(start, end))
+                    pairs += [(group[k], group[k + 1]) for k in range(0, len(group) - 1, 2)]
+                    if len(group) % 2 == 1:
+                        pairs.append((group[-1], group[0]) if len(group) > 1 else (group[0], group[0]))
+                    start = end
         out = self.route_and_score(
             [prompts[i] for i, _ in pairs], [completions[i] for i, _ in pairs], [completions[j] for _, j in pairs]
         )
