@@ -10,7 +10,8 @@ greedily, through ``model.generate``:
 
 The ratio (ThinkMerge time / baseline time, median over repeats) is reported on the tiny test model and the embedded
 default model (SmolLM2-135M-Instruct); the goal is <= 1.10. Peak memory is the peak resident set size above the
-pre-run level, sampled every 2 ms with psutil (torch's CPU allocator is invisible to tracemalloc).
+level after loading the model, in a fresh process per method, sampled every 2 ms with psutil (torch's CPU allocator
+is invisible to tracemalloc).
 
     python benchmarks/thinkmerge_overhead.py [--repeats 3] [--threads 1] [--skip-default]
 """
@@ -58,7 +59,8 @@ class PeakRSS:
         self.mib = (self.peak - self.start) / 2**20
 
 
-def bench(model, name, batch_size, num_traces, prompt_length, trace_lengths, answer_tokens, repeats, seed=0):
+def build_case(model, batch_size, num_traces, prompt_length, trace_lengths, answer_tokens, seed=0):
+    """The two callables (ThinkMerge, independent decoding) on the same B*K contexts, plus their input lengths."""
     g = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
     prompts = [torch.randint(10, vocab, (prompt_length,), generator=g) for _ in range(batch_size)]
@@ -87,38 +89,83 @@ def bench(model, name, batch_size, num_traces, prompt_length, trace_lengths, ans
     def baseline():
         return model.generate(input_ids=context_ids, attention_mask=context_mask, **common)
 
-    ours(), baseline()  # warm-up
+    fns = {"thinkmerge": ours, "independent": baseline}
+    input_lengths = {"thinkmerge": prompt_ids.shape[1], "independent": context_ids.shape[1]}
+    return fns, input_lengths, [len(c) for c in contexts]
+
+
+def load(name):
+    if name == "tiny":
+        from hfx.testing import tiny_llama
+
+        return tiny_llama()[0]
+    from hfx.models import load_default_model
+
+    return load_default_model()[0]
+
+
+def _memory_child(name, case, label, threads, queue):
+    torch.set_num_threads(threads)
+    model = load(name)
+    fns, _, _ = build_case(model, **case)
+    with PeakRSS() as peak:
+        fns[label]()
+    queue.put(peak.mib)
+
+
+def fresh_process_peak_mib(name, case, label, threads) -> float:
+    """Peak RSS increase (MiB) of one run in a fresh process, over the level after loading the model."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_memory_child, args=(name, case, label, threads, queue))
+    proc.start()
+    value = queue.get()
+    proc.join()
+    return value
+
+
+def bench(name, case, repeats, threads):
+    model = load(name)
+    fns, input_lengths, context_lengths = build_case(model, **case)
+    answer_tokens = case["answer_tokens"]
+    for fn in fns.values():  # warm-up
+        fn()
     times = {"thinkmerge": [], "independent": []}
-    memory = {"thinkmerge": 0.0, "independent": 0.0}
     for r in range(repeats):
-        for label, fn in ((("thinkmerge", ours), ("independent", baseline)) if r % 2 == 0 else
-                          (("independent", baseline), ("thinkmerge", ours))):  # fmt: skip
-            with PeakRSS() as peak:
-                start = time.perf_counter()
-                out = fn()
-                times[label].append(time.perf_counter() - start)
-            memory[label] = max(memory[label], peak.mib)
-            n_new = out.shape[1] - (prompt_ids if label == "thinkmerge" else context_ids).shape[1]
-            assert n_new == answer_tokens, (label, n_new)
+        order = ["thinkmerge", "independent"] if r % 2 == 0 else ["independent", "thinkmerge"]
+        for label in order:
+            start = time.perf_counter()
+            out = fns[label]()
+            times[label].append(time.perf_counter() - start)
+            assert out.shape[1] - input_lengths[label] == answer_tokens, (label, out.shape)
+    memory = {label: fresh_process_peak_mib(name, case, label, threads) for label in fns}
     median = {k: statistics.median(v) for k, v in times.items()}
     ratio = median["thinkmerge"] / median["independent"]
     print(
-        f"{name:<10} B={batch_size} K={num_traces} contexts {min(map(len, contexts))}-{max(map(len, contexts))} "
-        f"tokens, T={answer_tokens}: thinkmerge {median['thinkmerge']:.3f} s, independent "
+        f"{name:<12} B={case['batch_size']} K={case['num_traces']} contexts {min(context_lengths)}-"
+        f"{max(context_lengths)} tokens, T={answer_tokens}: thinkmerge {median['thinkmerge']:.3f} s, independent "
         f"{median['independent']:.3f} s, ratio {ratio:.3f}; peak RSS +{memory['thinkmerge']:.1f} / "
         f"+{memory['independent']:.1f} MiB"
     )
     return {
         "model": name,
-        "batch_size": batch_size,
-        "num_traces": num_traces,
-        "context_lengths": [len(c) for c in contexts],
-        "answer_tokens": answer_tokens,
+        **{k: v for k, v in case.items() if k != "trace_lengths"},
+        "context_lengths": context_lengths,
         "seconds_median": median,
         "seconds_all": times,
         "ratio": ratio,
-        "peak_rss_increase_mib": memory,
+        "peak_rss_increase_mib_fresh_process": memory,
     }
+
+
+TINY_CASE = dict(
+    batch_size=4, num_traces=4, prompt_length=24, trace_lengths=[40, 90, 65, 120, 20, 75, 100, 55], answer_tokens=32
+)
+DEFAULT_CASE = dict(
+    batch_size=2, num_traces=4, prompt_length=40, trace_lengths=[60, 140, 100, 30, 120, 80, 150, 50], answer_tokens=16
+)
 
 
 def main() -> int:
@@ -130,16 +177,11 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    from hfx.testing import tiny_llama
-
-    rows = []
-    model, _ = tiny_llama()
-    rows.append(bench(model, "tiny", 4, 4, 24, [40, 90, 65, 120, 20, 75, 100, 55], 32, args.repeats))
-    from hfx.models import is_default_model_available, load_default_model
+    rows = [bench("tiny", TINY_CASE, args.repeats, args.threads)]
+    from hfx.models import is_default_model_available
 
     if not args.skip_default and is_default_model_available():
-        model, _ = load_default_model()
-        rows.append(bench(model, "smollm2-135m", 2, 4, 40, [60, 140, 100, 30, 120, 80, 150, 50], 16, args.repeats))
+        rows.append(bench("smollm2-135m", DEFAULT_CASE, args.repeats, args.threads))
     value = max(r["ratio"] for r in rows)
     result = {
         "metric": "thinkmerge_answer_stage_time_over_independent_K_decodes (max over models)",

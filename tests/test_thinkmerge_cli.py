@@ -100,7 +100,7 @@ def test_default_model_thinkmerge_smoke():
 
     model, tok = load_default_model()
     results, _ = run_strategies(
-        model, tok, ["What is 2 + 3?"], strategies=["thinkmerge"], num_traces=2, max_thinking_tokens=24,
+        model, tok, ["What is 2 + 3?"], strategies=["thinkmerge"], num_traces=2, max_thinking_tokens=16,
         max_new_tokens=6,
     )  # fmt: skip
     result = results["thinkmerge"][0]

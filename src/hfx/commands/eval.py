@@ -79,23 +79,21 @@ def run(args) -> int:
     per_question = [{"question": r["question"], "reference": gsm8k_reference(r["answer"])} for r in rows]
     seconds = dict.fromkeys(strategies, 0.0)
     start = time.perf_counter()
-    batches = range(0, len(rows), args.batch_size)
-    for i, first in enumerate(tqdm(batches, desc=f"gsm8k x {len(strategies)} strategies", unit="batch")):
+    progress = tqdm(total=len(rows) * len(strategies), desc="gsm8k", unit="answer")
+    for i, first in enumerate(range(0, len(rows), args.batch_size)):
         batch = per_question[first : first + args.batch_size]
+
+        def done(name, n=len(batch)):  # noqa: B008
+            progress.set_postfix_str(f"{name} done")
+            progress.update(n)
+
+        progress.set_postfix_str(f"questions {first + 1}-{first + len(batch)}")
         results, batch_seconds = run_strategies(
-            model,
-            tokenizer,
-            [q["question"] for q in batch],
-            strategies=strategies,
-            num_traces=args.num_traces,
-            max_thinking_tokens=args.max_thinking_tokens,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            answer_do_sample=False if args.answer_greedy else None,
-            seed=args.seed + i,
-            **extra,
-        )
+            model, tokenizer, [q["question"] for q in batch], strategies=strategies, num_traces=args.num_traces,
+            max_thinking_tokens=args.max_thinking_tokens, max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature, top_p=args.top_p, answer_do_sample=False if args.answer_greedy else None,
+            seed=args.seed + i, on_strategy_done=done, **extra,
+        )  # fmt: skip
         for name in strategies:
             seconds[name] += batch_seconds[name]
             for q, result in zip(batch, results[name], strict=True):
@@ -107,6 +105,7 @@ def run(args) -> int:
                     "traces": result.traces,
                     **({"answers": result.answers} if result.answers else {}),
                 }
+    progress.close()
     total_seconds = time.perf_counter() - start
 
     summary = {}

@@ -107,6 +107,7 @@ def run_strategies(
     top_p: float = 0.95,
     answer_do_sample: bool | None = None,
     seed: int = 0,
+    on_strategy_done=None,
     **thinkmerge_kwargs,
 ) -> tuple[dict[str, list[StrategyResult]], dict[str, float]]:
     """Run the strategies on a batch of questions; ``majority`` and ``thinkmerge`` share the same K traces.
@@ -120,6 +121,8 @@ def run_strategies(
         temperature, top_p (`float`): thinking sampling settings (greedy ignores them).
         answer_do_sample (`bool`, *optional*): answer-stage sampling (defaults to the thinking setting).
         seed (`int`): ``torch.manual_seed`` before each strategy.
+        on_strategy_done (`Callable[[str], None]`, *optional*): called with a strategy's name when it finishes (for
+            progress bars).
         **thinkmerge_kwargs: more :func:`thinkmerge` arguments (``merge``, ``num_candidates``, ``trim_repetitions``).
 
     Returns:
@@ -171,6 +174,7 @@ def run_strategies(
             out = model.generate(**enc, num_traces=1, answer_do_sample=answer_do_sample, **settings, **common)
             seconds[name] = time.perf_counter() - start
             results[name] = single(out)
+            _notify(on_strategy_done, name)
 
     if "majority" in strategies or "thinkmerge" in strategies:
         torch.manual_seed(seed)
@@ -210,6 +214,7 @@ def run_strategies(
                     )
                 )
             results["thinkmerge"] = rows
+            _notify(on_strategy_done, "thinkmerge")
         if "majority" in strategies:
             torch.manual_seed(seed + 1)
             start = time.perf_counter()
@@ -237,7 +242,13 @@ def run_strategies(
                 text = texts[predictions.index(winner)] if winner is not None else texts[0]
                 rows.append(StrategyResult(text, winner, n_tokens, [decode(t) for t in traces[b]], texts))
             results["majority"] = rows
+            _notify(on_strategy_done, "majority")
     return results, seconds
+
+
+def _notify(callback, name: str) -> None:
+    if callback is not None:
+        callback(name)
 
 
 def _ids(value) -> list[int]:
