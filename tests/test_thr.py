@@ -248,6 +248,7 @@ def test_nthr_special_case():
         ({"thr_normalization": "l2"}, "thr_normalization"),
         ({"thr_vocab_subset": "prompt"}, "thr_vocab_subset"),
         ({"thr_top_k": 0}, "thr_top_k"),
+        ({"thr_hidden_states": "cache"}, "thr_hidden_states"),
     ],
 )
 def test_config_rejects_bad_values(kwargs, field, tmp_path):
@@ -465,6 +466,33 @@ def test_thr_matches_pure_math_from_an_explicit_forward(grpo_pair):
         assert torch.equal(res.dominant, ref.dominant)
     finally:
         thr.args.thr_mode, thr.args.thr_p = "off", 0.1
+
+
+def test_hidden_states_captured_during_generation_match_a_forward_pass(grpo_pair, monkeypatch):
+    """thr_hidden_states="generation": no extra forward runs, and THR equals the forward-pass THR."""
+    _, thr = grpo_pair
+    thr.args.thr_mode = "off"
+    base = _generate(thr)
+    try:
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_hidden_states = "reweight", 0.5, "generation"
+        with monkeypatch.context() as m:
+            m.setattr(thr, "_thr_hidden_states", lambda *a, **k: pytest.fail("extra forward pass ran"))
+            out = _generate(thr)
+        head = thr.model.get_output_embeddings()
+        assert not head._forward_pre_hooks  # the capture hook is removed after generation
+        assert torch.equal(out["completion_ids"], base["completion_ids"])
+        ref = thr.compute_token_hidden_reward(base)  # forward-pass hidden states
+        torch.testing.assert_close(thr.last_thr["thr"], ref.thr, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(out["advantages"], ref.token_advantages.to(out["advantages"].dtype))
+        thr.args.thr_hidden_states = "forward"
+        calls = []
+        original = thr._thr_hidden_states
+        with monkeypatch.context() as m:
+            m.setattr(thr, "_thr_hidden_states", lambda *a, **k: calls.append(1) or original(*a, **k))
+            _generate(thr)
+        assert calls  # the forward path ran
+    finally:
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_hidden_states = "off", 0.1, "generation"
 
 
 def test_gradient_given_token_advantages_equals_grpo(grpo_pair):

@@ -42,6 +42,13 @@ class THRGRPOConfig(GRPOConfig):
         thr_vocab_subset (`str`, *optional*, defaults to `"group"`):
             ``"group"``: prediction errors restricted to ``V*``, the token ids appearing in the group's completions
             (the paper's efficient form); ``"full"``: the whole vocabulary (exact ``<g, g'>``, more memory).
+        thr_hidden_states (`str`, *optional*, defaults to `"generation"`):
+            Where the rollout policy's final hidden states come from. ``"generation"``: captured during the rollout
+            itself by a forward pre-hook on the LM head, registered only while ``_generate`` runs (no extra forward
+            pass; equal to a fresh forward up to KV-cache float rounding); when generation is not one transformers
+            ``generate`` call (vLLM, continuous batching, tools) or the capture does not match the completions, a
+            warning is logged and ``"forward"`` is used. ``"forward"``: one extra no-grad forward pass of prompt +
+            completion through the backbone.
         thr_log_stats (`bool`, *optional*, defaults to `True`):
             Log ``thr/dominant_frac``, ``thr/abs_mean``, ``thr/positive_frac``, ``thr/negative_frac``,
             ``thr/top_abs_mean``, ``thr/skipped_group_frac`` and keep the last batch's THR on
@@ -82,6 +89,10 @@ class THRGRPOConfig(GRPOConfig):
         default="group",
         metadata={"help": "'group': prediction errors over the group's vocabulary V*; 'full': the whole vocabulary."},
     )
+    thr_hidden_states: str = field(
+        default="generation",
+        metadata={"help": "Hidden states from 'generation' (captured during the rollout) or an extra 'forward'."},
+    )
     thr_log_stats: bool = field(default=True, metadata={"help": "Log THR statistics and keep the last batch's THR."})
     thr_top_k: int = field(default=5, metadata={"help": "Number of top-|THR| tokens averaged in thr/top_abs_mean."})
 
@@ -102,6 +113,10 @@ class THRGRPOConfig(GRPOConfig):
             )
         if self.thr_vocab_subset not in ("group", "full"):
             raise ValueError(f"`thr_vocab_subset` must be one of ['group', 'full'], but is {self.thr_vocab_subset!r}")
+        if self.thr_hidden_states not in ("generation", "forward"):
+            raise ValueError(
+                f"`thr_hidden_states` must be one of ['generation', 'forward'], but is {self.thr_hidden_states!r}"
+            )
         if not isinstance(self.thr_top_k, int) or self.thr_top_k < 1:
             raise ValueError(f"`thr_top_k` must be a positive integer, but is {self.thr_top_k!r}")
         super().__post_init__()
@@ -116,6 +131,7 @@ class THRGRPOConfig(GRPOConfig):
             "thr_normalization": self.thr_normalization,
             "thr_include_self": self.thr_include_self,
             "thr_vocab_subset": self.thr_vocab_subset,
+            "thr_hidden_states": self.thr_hidden_states,
             "thr_log_stats": self.thr_log_stats,
             "thr_top_k": self.thr_top_k,
         }

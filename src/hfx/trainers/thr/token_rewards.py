@@ -174,7 +174,7 @@ def prediction_errors(
         columns = completion_ids
         present = torch.ones_like(completion_ids, dtype=torch.bool)
     else:
-        columns = torch.searchsorted(vocab_subset, completion_ids).clamp(max=vocab_subset.numel() - 1)
+        columns = torch.searchsorted(vocab_subset, completion_ids.contiguous()).clamp(max=vocab_subset.numel() - 1)
         present = vocab_subset[columns] == completion_ids
     one_hot = torch.zeros_like(token_probs)
     one_hot.scatter_(-1, columns.unsqueeze(-1), present.unsqueeze(-1).to(token_probs.dtype))

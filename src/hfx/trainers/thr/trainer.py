@@ -80,6 +80,7 @@ class THRGRPOTrainer(GRPOTrainer):
                 f"{self.accelerator.num_processes} processes; use `thr_mode='off'` or a single process."
             )
         self.last_thr: dict[str, torch.Tensor] | None = None
+        self._thr_captured: list[torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ THR
     def _thr_modules(self):
@@ -111,8 +112,17 @@ class THRGRPOTrainer(GRPOTrainer):
         return torch.cat(chunks, dim=0)
 
     @torch.no_grad()
-    def compute_token_hidden_reward(self, output: dict[str, Any]) -> BatchTHR:
+    def compute_token_hidden_reward(
+        self, output: dict[str, Any], hidden_states: torch.Tensor | None = None
+    ) -> BatchTHR:
         """THR of a `_generate_and_score_completions` output (response advantages of shape `(B,)`).
+
+        Args:
+            output (`dict`): the parent's output (``prompt_ids``, ``prompt_mask``, ``completion_ids``,
+                ``completion_mask``, ``advantages`` of shape `(B,)`).
+            hidden_states (`torch.Tensor` of shape `(B, T, d)`, *optional*): the rollout's final hidden states
+                predicting each completion token (see ``thr_hidden_states``); ``None`` runs a no-grad forward pass
+                of prompt + completion for the rows of non-skipped groups only.
 
         Returns:
             [`~hfx.trainers.thr.token_rewards.BatchTHR`]; ``token_advantages`` has shape `(B, T)`.
@@ -136,11 +146,11 @@ class THRGRPOTrainer(GRPOTrainer):
         text_config = self.accelerator.unwrap_model(self.model).config.get_text_config()
         logit_scale = getattr(text_config, "logit_scale", None)
 
-        def hidden_states(rows: slice) -> torch.Tensor:
+        def forward_hidden_states(rows: slice) -> torch.Tensor:
             return self._thr_hidden_states(prompt_completion_ids[rows], attention_mask[rows], T, batch_size)
 
         return batch_token_hidden_reward(
-            hidden_states,
+            forward_hidden_states if hidden_states is None else hidden_states,
             completion_ids,
             mask,
             output["advantages"].float(),
@@ -175,11 +185,65 @@ class THRGRPOTrainer(GRPOTrainer):
         top = thr.abs().topk(min(self.args.thr_top_k, n)).values
         metrics["thr/top_abs_mean"].append(top.mean().item())
 
+    def _thr_capture_supported(self) -> bool:
+        """Whether the rollout is one transformers ``generate`` call whose LM-head inputs can be captured."""
+        return not (
+            self.use_vllm
+            or getattr(self, "use_transformers_continuous_batching", False)
+            or self.tools
+            or getattr(self, "rollout_func", None) is not None
+            or getattr(self, "environment_factories", None) is not None
+        )
+
+    def _generate(self, prompts: list):
+        """The parent's rollout; with ``thr_hidden_states="generation"`` a forward pre-hook on the LM head records,
+        at every decoding step, the hidden state of the last position (the one predicting the next token). The hook
+        exists only while the parent's ``_generate`` runs and is removed in a ``finally`` block."""
+        self._thr_captured = None
+        capture = (
+            self.args.thr_mode != "off"
+            and self.args.thr_hidden_states == "generation"
+            and self.model.training
+            and self._thr_capture_supported()
+        )
+        if not capture:
+            return super()._generate(prompts)
+        _, head = self._thr_modules()
+        steps: list[torch.Tensor] = []
+
+        def record_lm_head_input(module, args):
+            steps.append(args[0][:, -1].detach().float())
+
+        handle = head.register_forward_pre_hook(record_lm_head_input)
+        try:
+            result = super()._generate(prompts)
+        finally:
+            handle.remove()
+        self._thr_captured = steps
+        return result
+
+    def _captured_hidden_states(self, output: dict[str, Any]) -> torch.Tensor | None:
+        """The captured `(B, T, d)` hidden states, or ``None`` (with a warning) when they do not match the batch."""
+        steps, self._thr_captured = getattr(self, "_thr_captured", None), None
+        if self.args.thr_hidden_states != "generation":
+            return None
+        B, T = output["completion_ids"].shape
+        if not steps or len(steps) < T or any(step.size(0) != B for step in steps[:T]):
+            logger.warning(
+                "THR could not use the hidden states captured during generation (%s decoding steps for completions of "
+                "shape %s); running an extra forward pass instead (`thr_hidden_states='forward'`).",
+                len(steps or []),
+                (B, T),
+            )
+            return None
+        return torch.stack(steps[:T], dim=1)
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         if self.args.thr_mode == "off" or not self.model.training:
+            self._thr_captured = None
             return output
-        result = self.compute_token_hidden_reward(output)
+        result = self.compute_token_hidden_reward(output, hidden_states=self._captured_hidden_states(output))
         advantages = output["advantages"]
         output["advantages"] = result.token_advantages.to(device=advantages.device, dtype=advantages.dtype)
         if self.args.thr_log_stats:
