@@ -682,8 +682,8 @@ def thinkmerge(
             traces.append(chosen)
         candidate_lengths = body_length.view(batch_size, num_rows)
         ready_steps = ready_step.view(batch_size, num_rows)
-        if merge == "direct":
-            candidate_traces = None
+        if merge != "direct":  # with N = K the candidates are the merged traces themselves
+            candidate_traces = candidates
     else:
         if len(traces) != batch_size or any(len(t) != num_traces for t in traces):
             raise ValueError(
@@ -691,10 +691,7 @@ def thinkmerge(
                 f"{[len(t) for t in traces]}"
             )
         traces = [[t.to(input_ids.device) for t in per_prompt] for per_prompt in traces]
-        candidates = None
 
-    if merge != "direct" and candidates is not None:
-        candidate_traces = candidates
     if answer_mode == "none":
         sequences, contexts, scores, logits = input_ids, None, None, None
     else:
