@@ -269,6 +269,7 @@ def test_placeholders_match_features_batch_layouts(llava, method):
         batch = processor(images=images, text=texts, return_tensors="pt", padding=True)
         counts = n_image_tokens(batch, model)
         assert counts.tolist() == [12 * t.count("<image>") for t in texts]
+        assert processor._get_num_multimodal_tokens(image_sizes=[[200, 300]]).num_image_tokens == [12]
         feats = model.model.get_image_features(batch["pixel_values"]).pooler_output
         assert [f.shape[0] for f in feats] == [12] * len(images)
         out = model.generate(**batch, max_new_tokens=3, do_sample=False)
@@ -450,6 +451,8 @@ def test_llava_next_mixed_sizes_batch_equals_per_image(llava_next):
     batch = processor(images=imgs, text=texts, return_tensors="pt", padding=True)
     crops = [processor.num_crops(s.tolist()) for s in batch["image_sizes"]]
     assert n_image_tokens(batch, model).tolist() == [8 * c for c in crops]
+    serving = processor._get_num_multimodal_tokens(image_sizes=[[60, 120], [128, 128], [64, 64]])
+    assert serving.num_image_tokens == [8 * c for c in crops]
     feats = model.model.get_image_features(batch["pixel_values"], batch["image_sizes"])
     assert [f.shape[0] for f in feats.pooler_output] == [8 * c for c in crops]
     out = model.generate(**batch, max_new_tokens=4, do_sample=False)

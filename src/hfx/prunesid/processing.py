@@ -85,7 +85,7 @@ class PruneSIDLlavaProcessor(_BudgetMixin, LlavaProcessor):
     def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
         data = super()._get_num_multimodal_tokens(image_sizes=image_sizes, **kwargs)
         if image_sizes is not None and self.num_visual_tokens is not None:
-            data["num_image_tokens"] = [self.num_visual_tokens] * len(image_sizes)
+            data.num_image_tokens = [self.num_visual_tokens] * len(image_sizes)
         return data
 
 
@@ -139,6 +139,12 @@ class PruneSIDLlavaNextProcessor(_BudgetMixin, LlavaNextProcessor):
         patches = (height // self.patch_size) * (width // self.patch_size)
         n = self._budget(image_idx, patches + int(self.keep_cls))
         return self.image_token * (n * self.num_crops(image_size))
+
+    def _get_num_multimodal_tokens(self, image_sizes=None, **kwargs):
+        data = super()._get_num_multimodal_tokens(image_sizes=image_sizes, **kwargs)
+        if image_sizes is not None and self.num_visual_tokens is not None:
+            data.num_image_tokens = [self.num_visual_tokens * self.num_crops(s) for s in image_sizes]
+        return data
 
 
 def num_video_tokens(num_frames: int, num_visual_tokens: int) -> int:
