@@ -23,7 +23,13 @@ Reported: annotation accuracy (fraction of pairs whose label matches gold) and R
 batch), random routing, the best single RM (chosen on the offline split), majority vote (all RMs) and the per-type
 oracle.
 
-    python examples/router_simulation.py --limit 256
+    python examples/router_simulation.py --limit 160
+
+Measured (``--limit 160``: 160 offline / 160 online pairs, MiniLM encoder frozen, 3 epochs, lambda0 = 50, steps of
+16 pairs, mean of 3 routing seeds; about 26 min on a heavily shared 2-core CPU), annotation accuracy / RM calls per
+pair: BayesianRouter 0.919 / 1; w/o offline 0.719 / 1; w/o online 0.912 / 1; LASeR 0.769 / 1; random 0.737 / 1;
+best single RM (generalist) 0.794 / 1; majority vote 0.825 / 4; per-type oracle 0.931 / 1. Synthetic RMs and
+synthetic feedback: this checks the mechanics and their ordering, not the paper's numbers.
 """
 
 from __future__ import annotations
@@ -127,7 +133,7 @@ def build_encoder(name: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=256, help="pairs per query type (half offline, half online)")
+    parser.add_argument("--limit", type=int, default=160, help="pairs per query type (half offline, half online)")
     parser.add_argument("--encoder", choices=["minilm", "default"], default="minilm")
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--lr", type=float, default=2e-3)
