@@ -265,6 +265,8 @@ def test_placeholders_match_features_batch_layouts(llava, method):
         (imgs[:2], PROMPTS),  # two sizes, left padding
         (imgs, ["USER: <image> and <image>\ncompare ASSISTANT:", PROMPTS[1]]),  # two images in one prompt
     ]
+    if method != "prunesid":
+        layouts = layouts[-1:]  # baselines: the hardest layout only (keeps the suite fast)
     for images, texts in layouts:
         batch = processor(images=images, text=texts, return_tensors="pt", padding=True)
         counts = n_image_tokens(batch, model)
