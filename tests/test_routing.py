@@ -697,3 +697,12 @@ def test_online_dpo_layout_pairs_halves(offline_router):
         RoutedRewardModel(routed.router, routed.scorers, encoder=offline_router, pairing="halves")(
             prompts=["p", "q"], completions=["a", "b"]
         )
+
+
+def test_single_pair_draw_uses_the_same_factor_as_the_batched_path():
+    router = ThompsonRouter(torch.randn(3, 6), prior_precision=2.0)
+    router.update(unit(torch.randn(4, 6)), torch.tensor([0, 1, 2, 0]), torch.rand(4))
+    w = router.sample_weights(1, generator=torch.Generator().manual_seed(7))[0]  # (R, d)
+    z = torch.randn(3, 6, 1, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    cov_roots = torch.stack([torch.linalg.cholesky(router.precision[n]).inverse().T for n in range(3)])  # L^{-T}
+    assert torch.allclose(w, router.mean + torch.bmm(cov_roots, z)[..., 0], atol=1e-8)

@@ -165,7 +165,11 @@ class ThompsonRouter(BaseRouter):
     def sample_weights(self, num_samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Draw ``num_samples`` independent weight vectors per arm: tensor of shape `(num_samples, R, d)`."""
         z = torch.randn(self.num_arms, self.dim, num_samples, generator=generator, dtype=self.sample_dtype)
-        noise = torch.bmm(self._factor_stack(), z)  # (R, d, N)
+        stack = self._factor_stack()
+        if num_samples == 1:  # batched gemv: per-arm mv is ~10x faster than bmm on CPU
+            noise = torch.stack([stack[n] @ z[n, :, 0] for n in range(self.num_arms)])[..., None]
+        else:
+            noise = torch.bmm(stack, z)  # (R, d, N)
         return self.mean.to(self.sample_dtype) + noise.permute(2, 0, 1)
 
     @torch.no_grad()
