@@ -51,7 +51,7 @@ def plot_weights(
     if len(names) != num_objectives:
         raise ValueError(f"`objective_names` must have {num_objectives} entries, got {len(names)}")
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * num_blocks + 2), 3.0))
+        fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * num_blocks + 3.5), 3.0))
     else:
         fig = ax.figure
     bottom = [0.0] * num_blocks
@@ -62,7 +62,8 @@ def plot_weights(
     ax.set_ylabel("objective weight")
     ax.set_ylim(0, 1)
     ax.set_title(title or "RMOD worst-case weights per block")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.set_xticks(range(num_blocks))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
     return fig
 
