@@ -145,9 +145,9 @@ def main(argv=None) -> int:
     thr_trainer = arms["thr"]
     original = thr_trainer.compute_token_hidden_reward
 
-    def timed_thr(output):  # benchmark-only instance wrapper: measures THR's own share of the step
+    def timed_thr(output, hidden_states=None):  # benchmark-only instance wrapper: THR's own share of the step
         start = time.perf_counter()
-        result = original(output)
+        result = original(output, hidden_states=hidden_states)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         thr_seconds.append(time.perf_counter() - start)
