@@ -214,6 +214,9 @@ def test_spec7_one_hot_weights_pick_argmax_of_that_objective(lm_tok, value_model
         assert torch.allclose(w, robust_weights(values), atol=1e-6)
         assert torch.equal(k, (values @ w.unsqueeze(-1)).squeeze(-1).argmax(-1))
     assert all(torch.allclose(w, torch.full_like(w, 0.5)) for w in uniform.block_weights)
+    sharp = lm.generate(**enc, rmod_lambda=4.0, **kw)  # lambda reaches the weight solver
+    for values, w in zip(sharp.block_values, sharp.block_weights):
+        assert torch.allclose(w, robust_weights(values, rmod_lambda=4.0), atol=1e-6)
     assert robust.objective_names == ["a", "b"]
 
 
