@@ -15,6 +15,9 @@ mean over objectives, and the worst-objective score (per prompt ``min_g r_g``, a
 
     python examples/rmod_demo.py --limit 8                      # MT-Bench first turns, default model
     python examples/rmod_demo.py --data hh_rlhf --limit 8 --rmod-lambda 5
+
+On a CPU shared with other jobs, ``OMP_NUM_THREADS=1`` is much faster (no thread oversubscription). Results are
+written to ``--out`` (``results.json`` + ``rmod_weights.png``, the per-block worst-case weights of prompt 0).
 """
 
 from __future__ import annotations
