@@ -90,15 +90,28 @@ def tiny_tokenizer(vocab_size: int = 400, padding_side: str = "left"):
     return tok
 
 
+# width/depth shared by every tiny tower (text and vision)
+_TINY_DIMS = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+
+
+def _clip_vision_config(image_size: int, patch_size: int, projection_dim: int = 32):
+    from transformers import CLIPVisionConfig
+
+    return CLIPVisionConfig(**_TINY_DIMS, image_size=image_size, patch_size=patch_size, projection_dim=projection_dim)
+
+
+def _set_generation_tokens(model, tokenizer) -> None:
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+
+
 def _llama_config(tokenizer, **overrides):
     from transformers import LlamaConfig
 
     kwargs = dict(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **_TINY_DIMS,
         num_key_value_heads=2,
         max_position_embeddings=512,
         bos_token_id=tokenizer.bos_token_id,
@@ -128,9 +141,7 @@ def tiny_llama(seed: int = 0, tokenizer=None, dtype: torch.dtype = torch.float32
     config = _llama_config(tokenizer, **config_overrides)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(dtype).eval()
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    _set_generation_tokens(model, tokenizer)
     return model, tokenizer
 
 
@@ -161,19 +172,11 @@ def tiny_llava(seed: int = 0, tokenizer=None, image_size: int = 224, patch_size:
     Returns:
         `(model, processor)`; ``processor.num_additional_image_tokens == 1`` so placeholders match features.
     """
-    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers import LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
     tokenizer = tokenizer if tokenizer is not None else tiny_tokenizer()
     n_patches = (image_size // patch_size) ** 2
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=image_size,
-        patch_size=patch_size,
-        projection_dim=32,
-    )
+    vision = _clip_vision_config(image_size, patch_size)
     text = _llama_config(tokenizer, **text_overrides)
     config = LlavaConfig(
         vision_config=vision,
@@ -185,8 +188,7 @@ def tiny_llava(seed: int = 0, tokenizer=None, image_size: int = 224, patch_size:
     )
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config).eval()
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    _set_generation_tokens(model, tokenizer)
     processor = LlavaProcessor(
         image_processor=_clip_image_processor(image_size),
         tokenizer=tokenizer,
@@ -207,7 +209,6 @@ def tiny_llava_next(seed: int = 0, tokenizer=None, **text_overrides):
         `(model, processor)`.
     """
     from transformers import (
-        CLIPVisionConfig,
         LlavaNextConfig,
         LlavaNextForConditionalGeneration,
         LlavaNextProcessor,
@@ -218,15 +219,7 @@ def tiny_llava_next(seed: int = 0, tokenizer=None, **text_overrides):
 
     tokenizer = tokenizer if tokenizer is not None else tiny_tokenizer()
     pinpoints = [[64, 128], [128, 64], [128, 128]]
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=64,
-        patch_size=16,
-        projection_dim=32,
-    )
+    vision = _clip_vision_config(image_size=64, patch_size=16)
     text = _llama_config(tokenizer, **text_overrides)
     config = LlavaNextConfig(
         vision_config=vision,
@@ -239,8 +232,7 @@ def tiny_llava_next(seed: int = 0, tokenizer=None, **text_overrides):
     )
     torch.manual_seed(seed)
     model = LlavaNextForConditionalGeneration(config).eval()
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    _set_generation_tokens(model, tokenizer)
     image_processor = LlavaNextImageProcessor(
         size={"shortest_edge": 64}, crop_size={"height": 64, "width": 64}, image_grid_pinpoints=pinpoints
     )
@@ -265,30 +257,19 @@ def tiny_clip(seed: int = 0, tokenizer=None, image_size: int = 32, patch_size: i
     Returns:
         `(model, processor)`.
     """
-    from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTextConfig, CLIPVisionConfig
+    from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTextConfig
 
     tokenizer = tokenizer if tokenizer is not None else tiny_tokenizer(padding_side="right")
     text = CLIPTextConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        **_TINY_DIMS,
         max_position_embeddings=64,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         projection_dim=projection_dim,
     )
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=image_size,
-        patch_size=patch_size,
-        projection_dim=projection_dim,
-    )
+    vision = _clip_vision_config(image_size, patch_size, projection_dim)
     config = CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=projection_dim)
     torch.manual_seed(seed)
     model = CLIPModel(config).eval()
