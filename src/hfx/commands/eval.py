@@ -13,30 +13,19 @@ HELP = "Evaluate decoding strategies (greedy, sample, majority, thinkmerge) on G
 
 
 def add_arguments(parser) -> None:
+    from hfx.commands.generate import add_decoding_arguments
+
     parser.add_argument("task", choices=["gsm8k"], help="the benchmark (gsm8k)")
     parser.add_argument(
         "--strategies",
         default="greedy,majority,thinkmerge",
         help="comma-separated among greedy, sample, majority, thinkmerge (default: greedy,majority,thinkmerge)",
     )
-    parser.add_argument("--num-traces", type=int, default=4, help="K, traces per question (default: 4)")
     parser.add_argument("--limit", type=int, default=20, help="number of test questions (default: 20)")
     parser.add_argument("--data-file", default=None, help="local GSM8K JSON-lines file (offline); default: the Hub")
-    parser.add_argument("--model", default=None, help="Hub id or local path (default: the embedded SmolLM2-135M)")
-    parser.add_argument(
-        "--max-thinking-tokens", type=int, default=256, help="thinking budget per trace (default: 256)"
-    )
-    parser.add_argument("--max-new-tokens", type=int, default=64, help="answer budget (default: 64)")
-    parser.add_argument("--temperature", type=float, default=0.7, help="thinking temperature (default: 0.7)")
-    parser.add_argument("--top-p", type=float, default=0.95, help="thinking top-p (default: 0.95)")
-    parser.add_argument(
-        "--merge", default="direct", choices=["direct", "early_ready", "shortest_k"], help="trace handling variant"
-    )
-    parser.add_argument("--num-candidates", type=int, default=None, help="N for early_ready / shortest_k")
-    parser.add_argument("--answer-greedy", action="store_true", help="decode answers greedily")
+    add_decoding_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=8, help="questions per batch (default: 8)")
     parser.add_argument("--out-dir", default="outputs/gsm8k", help="where results.json and accuracy.png go")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
 
 def load_gsm8k(data_file: str | None, limit: int):

@@ -6,14 +6,8 @@ from __future__ import annotations
 HELP = "Answer a question with ThinkMerge (or greedy / sample / majority) on a causal LM (default: SmolLM2-135M)."
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("question", help="the question (a chat prompt is built with the model's chat template)")
-    parser.add_argument(
-        "--strategy",
-        default="thinkmerge",
-        choices=["thinkmerge", "greedy", "sample", "majority"],
-        help="decoding strategy (default: thinkmerge)",
-    )
+def add_decoding_arguments(parser) -> None:
+    """Options shared by `hfx generate` and `hfx eval`: model, trace count and budgets, sampling, merge variant."""
     parser.add_argument("--num-traces", type=int, default=4, help="K, traces per question (default: 4)")
     parser.add_argument("--model", default=None, help="Hub id or local path (default: the embedded SmolLM2-135M)")
     parser.add_argument(
@@ -28,6 +22,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--num-candidates", type=int, default=None, help="N for early_ready / shortest_k")
     parser.add_argument("--answer-greedy", action="store_true", help="decode the answer greedily")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("question", help="the question (a chat prompt is built with the model's chat template)")
+    parser.add_argument(
+        "--strategy",
+        default="thinkmerge",
+        choices=["thinkmerge", "greedy", "sample", "majority"],
+        help="decoding strategy (default: thinkmerge)",
+    )
+    add_decoding_arguments(parser)
     parser.add_argument("--show-traces", action="store_true", help="also print the reasoning traces")
 
 
