@@ -391,3 +391,32 @@ def test_results_files_have_required_fields():
         data = json.loads(path.read_text())
         missing = {"metric", "value", "goal", "command", "date"} - set(data)
         assert not missing, f"{path.name} lacks {missing}"
+
+
+def test_load_causal_lm_missing_local_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="`model` looks like a local path"):
+        models.load_causal_lm(str(tmp_path / "missing"))
+
+
+def test_generation_submodules_resolve_after_bare_import():
+    result = _run_python(
+        "import hfx; print(callable(hfx.generation.rmod.plot_weights), hfx.generation.thinkmerge.__name__)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "hfx.generation.thinkmerge"]
+
+
+def test_eval_without_data_file_offline_says_what_to_do():
+    from hfx.commands.eval import load_gsm8k
+
+    with pytest.raises(FileNotFoundError, match="--data-file"):
+        load_gsm8k(None, limit=2)
+
+
+def test_cli_prune_rejects_a_non_image_cleanly(tmp_path, capsys):
+    from hfx.cli import main
+
+    not_an_image = tmp_path / "notes.jpg"
+    not_an_image.write_text("not an image")
+    assert main(["prune", str(not_an_image), "--num-tokens", "4"]) == 2
+    assert "is not an image file" in capsys.readouterr().err

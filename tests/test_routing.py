@@ -706,3 +706,23 @@ def test_single_pair_draw_uses_the_same_factor_as_the_batched_path():
     z = torch.randn(3, 6, 1, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     cov_roots = torch.stack([torch.linalg.cholesky(router.precision[n]).inverse().T for n in range(3)])  # L^{-T}
     assert torch.allclose(w, router.mean + torch.bmm(cov_roots, z)[..., 0], atol=1e-8)
+
+
+def test_trainer_accepts_label_with_reward_models_dict_output(tmp_path):
+    """`label_with_reward_models` returns the type it was given: a dict of columns must train like a Dataset."""
+    from transformers import TrainingArguments
+
+    from hfx.routing import OfflineRouter, OfflineRouterTrainer, label_with_reward_models
+    from hfx.testing import tiny_llama
+
+    encoder, tok = tiny_llama(seed=3)
+    router = OfflineRouter.from_encoder(encoder, tok, RM_NAMES, max_length=32)
+    columns = label_with_reward_models(_toy_pairs(8), {"long": long_rm, "short": short_rm}, show_progress=False)
+    assert isinstance(columns, dict)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", save_strategy="no", use_cpu=True, max_steps=1)
+    trainer = OfflineRouterTrainer(router, args=args, train_dataset=columns)
+    assert trainer.train_dataset.num_rows == 8
+    with pytest.raises(ValueError, match="missing column"):
+        OfflineRouterTrainer(
+            router, args=args, train_dataset={"prompt": ["p"], "response_a": ["a"], "response_b": ["b"]}
+        )

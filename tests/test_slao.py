@@ -481,6 +481,10 @@ def test_bad_input_raises_clear_errors():
     from hfx.testing import tiny_llama
     from hfx.tuners.slao import SLAOConfig, export_lora, orthogonal_init, time_aware_merge
 
+    for bad_rank in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="`r` must be a positive integer"):
+            SLAOConfig(r=bad_rank, target_modules=["q_proj"])
+
     model, _ = make_slao()
     with pytest.raises(RuntimeError, match="finish_task\\(\\) called before start_task\\(\\)"):
         model.finish_task()

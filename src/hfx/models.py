@@ -120,6 +120,9 @@ def load_causal_lm(model: str | None = None, dtype: torch.dtype | None = None, d
         return load_default_model(dtype=dtype, device=device)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    looks_like_path = model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep != "/" and os.sep in model
+    if looks_like_path and not os.path.isdir(os.path.expanduser(model)):
+        raise FileNotFoundError(f"`model` looks like a local path but {model!r} is not a folder")
     tokenizer = AutoTokenizer.from_pretrained(model, **kwargs.pop("tokenizer_kwargs", {}))
     lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or "auto", **kwargs)
     if device is not None:

@@ -35,7 +35,13 @@ def load_gsm8k(data_file: str | None, limit: int):
     if data_file:
         dataset = load_dataset("json", data_files=data_file, split="train")
     else:
-        dataset = load_dataset("openai/gsm8k", "main", split="test")
+        try:
+            dataset = load_dataset("openai/gsm8k", "main", split="test")
+        except Exception as err:
+            raise FileNotFoundError(
+                f"could not load `openai/gsm8k` from the Hub ({type(err).__name__}); pass a local copy with "
+                "`--data-file PATH` (JSON lines with `question` and `answer`, e.g. ../shared/data/gsm8k/test.jsonl)"
+            ) from err
     return [dataset[i] for i in range(min(limit, len(dataset)))]
 
 

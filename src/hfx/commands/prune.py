@@ -25,11 +25,14 @@ def run(args) -> int:
     from pathlib import Path
 
     import torch
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     from hfx.prunesid import apply, visualize
 
-    image = Image.open(args.image).convert("RGB")
+    try:
+        image = Image.open(args.image).convert("RGB")
+    except UnidentifiedImageError as err:
+        raise ValueError(f"`IMAGE` {args.image!r} is not an image file PIL can read") from err
     if args.model is None:
         from hfx.testing import tiny_llava
 

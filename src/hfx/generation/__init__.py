@@ -12,3 +12,12 @@ from .registry import (
     resolve_custom_generate,
     uninstall_custom_generate_names,
 )
+
+
+def __getattr__(name):
+    # `hfx.generation.rmod` / `.thinkmerge` after a bare `import hfx` (submodules load on first access)
+    if name in ("thinkmerge", "rmod"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

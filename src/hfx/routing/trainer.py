@@ -97,6 +97,8 @@ class OfflineRouterTrainer(Trainer):
             )
         args.remove_unused_columns = False
         args.label_names = ["agreement"]
+        # `label_with_reward_models` returns the type it was given: accept a plain dict of columns too.
+        train_dataset, eval_dataset = _as_dataset(train_dataset), _as_dataset(eval_dataset)
         for split, ds in (("train_dataset", train_dataset), ("eval_dataset", eval_dataset)):
             if ds is None:
                 continue
@@ -129,3 +131,12 @@ class OfflineRouterTrainer(Trainer):
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         self.accelerator.unwrap_model(self.model).save_pretrained(output_dir)
         torch.save(self.args, f"{output_dir}/training_args.bin")
+
+
+def _as_dataset(data):
+    """A dict of equal-length column lists becomes a ``datasets.Dataset``; anything else is returned unchanged."""
+    if isinstance(data, dict) and data and all(isinstance(v, (list, tuple)) for v in data.values()):
+        from datasets import Dataset
+
+        return Dataset.from_dict({k: list(v) for k, v in data.items()})
+    return data

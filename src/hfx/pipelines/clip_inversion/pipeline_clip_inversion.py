@@ -132,6 +132,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         super().__init__()
         if not hasattr(clip_model, "get_image_features") or not hasattr(clip_model, "get_text_features"):
             raise TypeError(f"`clip_model` has to be a transformers `CLIPModel`, but is {type(clip_model).__name__}")
+        if not callable(processor):
+            raise TypeError(f"`processor` has to be a transformers `CLIPProcessor`, but is {type(processor).__name__}")
         if inr_output_activation not in OUTPUT_ACTIVATIONS:
             raise ValueError(
                 f"`inr_output_activation` has to be one of {OUTPUT_ACTIVATIONS}, but is {inr_output_activation!r}"

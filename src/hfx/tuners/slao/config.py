@@ -100,6 +100,8 @@ class SLAOConfig(LoraConfig):
     def __post_init__(self):
         super().__post_init__()
         self.peft_type = SLAO_PEFT_TYPE
+        if not isinstance(self.r, int) or isinstance(self.r, bool) or self.r < 1:
+            raise ValueError(f"`r` must be a positive integer, but is {self.r!r}")
         if self.init_strategy not in INIT_STRATEGIES:
             raise ValueError(f"`init_strategy` must be one of {INIT_STRATEGIES}, but is {self.init_strategy!r}")
         if self.merge_schedule not in MERGE_SCHEDULES:
