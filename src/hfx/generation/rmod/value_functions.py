@@ -330,7 +330,8 @@ class RewardFunctionValues:
     Each reward function is either
 
     * a callable ``fn(prompts: list[str], completions: list[str], **kwargs) -> list[float] | torch.Tensor`` (the
-      same keyword convention as TRL reward functions), or
+      same keyword convention as TRL reward functions: it is called **by keyword**, so its parameters must be named
+      ``prompts`` and ``completions``, or it must accept ``**kwargs``), or
     * a sequence-classification [`~transformers.PreTrainedModel`] (one label), scored on ``prompt + completion``
       with its tokenizer from ``reward_processing_classes``.
 
