@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from datetime import datetime, timezone
@@ -178,7 +179,7 @@ def main():
         "detail": {
             "device": "cpu",
             "torch_threads": torch.get_num_threads(),
-            "note": "shared 2-core machine under heavy load from other jobs (load average > 10): timings are noisy",
+            "load_average_1min": os.getloadavg()[0],
             "model": {
                 "vision": f"CLIP ViT-L/14-336 shape, {args.vision_layers} layers, random",
                 "text": f"LLaMA width {hidden}/{args.text_intermediate}, {args.text_layers} layers, random",
