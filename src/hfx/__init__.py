@@ -13,8 +13,9 @@ them the moment the library they extend is imported, or at once if it already is
   first imported (or at once if it already is), so a saved SLAO adapter loads with plain ``PeftModel.from_pretrained``.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ._lazy import attach
 
 
 __version__ = "0.1.0"
@@ -63,18 +64,7 @@ _SUBMODULES = {
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__, submodules=_SUBMODULES)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,6 +5,8 @@
 * :mod:`hfx.generation.registry` -- the hook that resolves ``custom_generate="thinkmerge"`` / ``"rmod"``.
 """
 
+from hfx._lazy import attach
+
 from .registry import (
     CUSTOM_GENERATE_NAMES,
     install_custom_generate_names,
@@ -14,10 +16,5 @@ from .registry import (
 )
 
 
-def __getattr__(name):
-    # `hfx.generation.rmod` / `.thinkmerge` after a bare `import hfx` (submodules load on first access)
-    if name in ("thinkmerge", "rmod"):
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `hfx.generation.rmod` / `.thinkmerge` after a bare `import hfx` (submodules load on first access)
+__getattr__ = attach(__name__, {}, (), submodules=("thinkmerge", "rmod"))[0]

@@ -14,7 +14,7 @@ Public API (imported lazily, PEP 562):
 * :func:`visualize` -- the image with kept patches highlighted.
 """
 
-import importlib
+from hfx._lazy import attach
 
 
 _LAZY = {
@@ -56,11 +56,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)  # noqa: PLE0605
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__)

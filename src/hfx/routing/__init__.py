@@ -10,7 +10,7 @@
 Importing this package never imports trl or datasets (PEP 562 lazy attributes).
 """
 
-import importlib
+from hfx._lazy import attach
 
 from .base import BaseRouter
 from .linucb import LinUCBRouter, RandomRouter
@@ -61,13 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__)

@@ -12,7 +12,7 @@ K sampled continuations per block, worst-case objective weights on the simplex, 
   ``SFTTrainer``), :func:`hfx.generation.rmod.hub.publish` -- loaded lazily.
 """
 
-import importlib
+from hfx._lazy import attach
 
 from .generate import RMODOutput, rmod
 from .value_functions import (
@@ -56,13 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__)

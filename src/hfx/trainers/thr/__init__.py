@@ -7,8 +7,9 @@ Names resolve lazily (PEP 562): the pure math in :mod:`.token_rewards` and the p
 trl; :class:`THRGRPOTrainer` / :class:`THRGRPOConfig` import trl on first access.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from hfx._lazy import attach
 
 
 _LAZY = {
@@ -46,16 +47,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover

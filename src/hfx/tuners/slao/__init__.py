@@ -10,7 +10,7 @@ arXiv:2512.23017. Importing this package registers the ``"SLAO"`` PEFT type (see
   transformers' ``Trainer``; the plot needs matplotlib).
 """
 
-import importlib
+from hfx._lazy import attach
 
 from .config import BASELINES, SLAO_PEFT_TYPE, SLAOConfig
 from .layer import SLAOLinear, orthogonal_init, sign_fixed_qr, time_aware_merge
@@ -52,11 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _CONTINUAL:
-        return getattr(importlib.import_module(f"{__name__}.continual"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = attach(__name__, dict.fromkeys(_CONTINUAL, ".continual"), __all__)
