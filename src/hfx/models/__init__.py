@@ -1,0 +1,26 @@
+"""Architectures (transformers-style ``models/<name>/`` folders) and the embedded default language model.
+
+The embedded-default API (:func:`load_default_model`, :func:`load_causal_lm`, :data:`DEFAULT_MODEL_ID`, ...) lives in
+:mod:`hfx.models.default` and is re-exported here lazily, so ``hfx.models.load_default_model`` keeps working and
+``import hfx.models`` loads no torch.
+"""
+
+from .._lazy import attach
+
+
+_LAZY = {
+    "DEFAULT_MODEL_ID": ".default",
+    "DEFAULT_GGUF_PACKAGE": ".default",
+    "DEFAULT_GGUF_FILE": ".default",
+    "hfx_cache_dir": ".default",
+    "default_gguf_path": ".default",
+    "is_default_model_available": ".default",
+    "default_model_path": ".default",
+    "load_default_model": ".default",
+    "load_causal_lm": ".default",
+}
+_SUBMODULES: set[str] = {"default"}
+
+__all__ = sorted([*_LAZY, *_SUBMODULES])
+
+__getattr__, __dir__ = attach(__name__, _LAZY, __all__, submodules=_SUBMODULES)
