@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import hfx
-from hfx import hub, models, testing
+from hfx import hub, testing
+from hfx.models import default as models
 from hfx.generation import registry
 
 
