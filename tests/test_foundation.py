@@ -11,8 +11,8 @@ import torch
 
 import hfx
 from hfx import hub, testing
-from hfx.models import default as models
 from hfx.generation import registry
+from hfx.models import default as models
 
 
 def _run_python(code: str, env=None, cwd=None) -> subprocess.CompletedProcess:

