@@ -668,6 +668,7 @@ def test_peft_type_behaves_like_a_peft_type_member(tmp_path):
         pickle.loads(pickle.dumps(config.peft_type)),
     ):
         assert value == "SLAO" and value.value == "SLAO" and value.name == "SLAO" and hash(value) == hash("SLAO")
+    assert str(config.peft_type) == f"{config.peft_type}" == str(PeftType.LORA).replace("LORA", "SLAO")
     assert json.loads(json.dumps({"t": config.peft_type})) == {"t": "SLAO"}
     assert config.to_dict()["peft_type"] == "SLAO"
     config.save_pretrained(str(tmp_path))
@@ -677,6 +678,9 @@ def test_peft_type_behaves_like_a_peft_type_member(tmp_path):
     assert "SLAO" not in PeftType.__members__ and len(PeftType) == len(list(PeftType.__members__))
     assert PEFT_TYPE_TO_TUNER_MAPPING["SLAO"] is SLAOModel and PEFT_TYPE_TO_CONFIG_MAPPING["SLAO"] is SLAOConfig
     assert PEFT_TYPE_TO_TUNER_MAPPING[PeftType.LORA].__name__ == "LoraModel"
+    # PEFT code that parses str(peft_type) ("PeftType.LORA" -> "LORA"): get_model_status
+    model, _ = make_slao()
+    assert model.get_model_status().peft_types == {"default": "SLAO"}
 
 
 def _trained_slao_dir(tmp_path):

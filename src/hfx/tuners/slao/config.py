@@ -18,8 +18,9 @@ class ExternalPeftType(str):
     PEFT 0.21.2 and transformers 5 read ``config.peft_type.value`` (``PeftModel`` gradient-checkpointing checks,
     ``PeftMixedModel``'s compatibility error, ``hotswap``, transformers' ``load_adapter`` / ``delete_adapter``), so
     a plain string fails there with ``'str' object has no attribute 'value'``. This ``str`` subclass adds
-    ``.value`` and ``.name`` (both the string itself, like ``PeftType.LORA.value == "LORA"``) and is otherwise the
-    string: it compares and hashes equal to ``"SLAO"`` (so PEFT's mapping dicts resolve it, and a config read back from
+    ``.value`` and ``.name`` (both the string itself, like ``PeftType.LORA.value == "LORA"``), prints like a member
+    (``str(...)`` and f-strings give ``"PeftType.SLAO"``, as ``str(PeftType.LORA)`` gives ``"PeftType.LORA"`` on
+    Python 3.11) and is otherwise the string: it compares and hashes equal to ``"SLAO"`` (so PEFT's mapping dicts resolve it, and a config read back from
     JSON with the plain string finds the same entries), serialises to ``"SLAO"`` in ``adapter_config.json``, pickles
     and deep-copies. Nothing in PEFT is modified, so there is nothing to undo.
     """
@@ -35,6 +36,16 @@ class ExternalPeftType(str):
     def name(self) -> str:
         """The string itself, as ``PeftType.<MEMBER>.name``."""
         return str.__str__(self)
+
+    def __str__(self) -> str:
+        """``"PeftType.SLAO"``, as ``str(PeftType.LORA) == "PeftType.LORA"`` (PEFT's ``get_model_status`` parses it)."""
+        return f"PeftType.{str.__str__(self)}"
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self), format_spec)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str.__str__(self)!r})"
 
     def __reduce__(self):
         return (type(self), (str.__str__(self),))
