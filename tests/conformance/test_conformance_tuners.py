@@ -90,6 +90,12 @@ def base_weights(model):
     return {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
 
 
+def adapter_tensors(model):
+    """Every parameter and buffer of the adapters (names without the ``base_model.model.`` prefix of PeftModel)."""
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    return {k.removeprefix("base_model.model."): v.detach().clone() for k, v in tensors.items() if "lora_" in k}
+
+
 def tuner_layers(model):
     from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -161,7 +167,7 @@ def test_save_load_in_a_fresh_process_peft_and_transformers(kind, tmp_path):
     model.base_model.model.name_or_path = str(base_dir)  # recorded as base_model_name_or_path
     exercise(model, kind)
     model.save_pretrained(adapter_dir)
-    state = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+    state = adapter_tensors(model)
     torch.save({"x": X, "logits": logits(model), "state": state}, tmp_path / "expected.pt")
     out = _run_python(
         f"""
@@ -175,9 +181,11 @@ def test_save_load_in_a_fresh_process_peft_and_transformers(kind, tmp_path):
             assert not any(t.is_meta for t in model.state_dict().values())
             with torch.no_grad():
                 torch.testing.assert_close(model(ref["x"]).logits, ref["logits"], rtol=0, atol=0)
-            own = {{k.removeprefix("base_model.model."): v for k, v in model.state_dict().items() if "lora_" in k}}
+            own = dict(model.named_parameters()) | dict(model.named_buffers())
+            own = {{k.removeprefix("base_model.model."): v for k, v in own.items() if "lora_" in k}}
+            assert own.keys() == ref["state"].keys()
             for key, value in ref["state"].items():
-                assert torch.equal(own[key.removeprefix("base_model.model.")], value), key
+                assert torch.equal(own[key], value), key
 
         # 1. PEFT
         peft_model = PeftModel.from_pretrained(
