@@ -159,6 +159,7 @@ def _run_python(code, tmp_path):
     return result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", TUNERS)
 def test_save_load_in_a_fresh_process_peft_and_transformers(kind, tmp_path):
     base_dir, adapter_dir = tmp_path / "base", tmp_path / "adapter"

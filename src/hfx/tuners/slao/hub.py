@@ -78,11 +78,13 @@ def publish(out_dir: Path, source: str | Path | None = None, **kw: Any) -> Path:
 
     Returns:
         `Path`: ``out_dir``, holding ``adapter_config.json``, ``adapter_model.safetensors`` (the SLAO adapter, loads
-        with ``import hfx`` + ``PeftModel.from_pretrained``), ``lora/`` (the merged pair as a plain LoRA adapter for
-        stock PEFT, when at least one task was finished) and ``README.md``.
+        with ``import hfx`` + ``PeftModel.from_pretrained``), ``lora/`` (the merged pair, plus any ``modules_to_save``
+        / trainable tokens, as a plain LoRA adapter for stock PEFT, when at least one task was finished) and
+        ``README.md``.
 
     Raises:
-        ValueError: if ``source`` is not an SLAO adapter folder.
+        ValueError: if ``source`` is not an SLAO adapter folder, or (see :func:`slao_to_lora_state_dict`) it was saved
+            during a task while it has ``modules_to_save`` / trainable tokens.
     """
     from safetensors.torch import load_file, save_file
 
