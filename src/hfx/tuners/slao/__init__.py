@@ -3,7 +3,8 @@
 "Merge before Forget: A Single LoRA Continual Learning via Continual Merging" (Qiao & Mahdavi, ICLR 2026),
 arXiv:2512.23017. Importing this package registers the ``"SLAO"`` PEFT type (see :mod:`.registration`).
 
-* :class:`SLAOConfig`, :class:`SLAOModel`, :class:`SLAOLinear` -- the tuner (``get_peft_model(model, SLAOConfig())``).
+* :class:`SLAOConfig`, :class:`SLAOModel`, :class:`SLAOLinear` -- the tuner (``get_peft_model(model, SLAOConfig())``);
+  :class:`ExternalPeftType` -- the ``peft_type`` (``"SLAO"`` with ``.value`` / ``.name``, like a ``PeftType`` member).
 * :func:`orthogonal_init`, :func:`time_aware_merge`, :func:`sign_fixed_qr` -- the math of Algorithm 1.
 * :mod:`.continual` -- :class:`SLAOCallback`, :class:`ContinualTrainer`, :func:`average_accuracy`,
   :func:`backward_transfer`, :func:`plot_accuracy_matrix`, :func:`export_lora` (imported lazily: it needs
@@ -12,7 +13,7 @@ arXiv:2512.23017. Importing this package registers the ``"SLAO"`` PEFT type (see
 
 from hfx._lazy import attach
 
-from .config import BASELINES, SLAO_PEFT_TYPE, SLAOConfig
+from .config import BASELINES, SLAO_PEFT_TYPE, ExternalPeftType, SLAOConfig
 from .layer import SLAOLinear, orthogonal_init, sign_fixed_qr, time_aware_merge
 from .model import SLAOModel
 from .registration import register
@@ -36,6 +37,7 @@ __all__ = [
     "SLAO_PEFT_TYPE",
     "ContinualResult",
     "ContinualTrainer",
+    "ExternalPeftType",
     "SLAOCallback",
     "SLAOConfig",
     "SLAOLinear",

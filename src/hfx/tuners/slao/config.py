@@ -12,10 +12,54 @@ from dataclasses import dataclass, field
 from peft import LoraConfig
 
 
-#: The ``peft_type`` string SLAO adapters carry in ``adapter_config.json`` (not a member of PEFT's closed enum).
-SLAO_PEFT_TYPE = "SLAO"
+class ExternalPeftType(str):
+    """A ``peft_type`` for a tuner outside PEFT's closed ``PeftType`` enum that behaves like one of its members.
+
+    PEFT 0.21.2 and transformers 5 read ``config.peft_type.value`` (``PeftModel`` gradient-checkpointing checks,
+    ``PeftMixedModel``'s compatibility error, ``hotswap``, transformers' ``load_adapter`` / ``delete_adapter``), so
+    a plain string fails there with ``'str' object has no attribute 'value'``. This ``str`` subclass adds
+    ``.value`` and ``.name`` (both the string itself, like ``PeftType.LORA.value == "LORA"``), prints like a member
+    (``str(...)`` and f-strings give ``"PeftType.SLAO"``, as ``str(PeftType.LORA)`` gives ``"PeftType.LORA"`` on
+    Python 3.11) and is otherwise the string: it compares and hashes equal to ``"SLAO"`` (so PEFT's mapping dicts resolve it, and a config read back from
+    JSON with the plain string finds the same entries), serialises to ``"SLAO"`` in ``adapter_config.json``, pickles
+    and deep-copies. Nothing in PEFT is modified, so there is nothing to undo.
+    """
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        """The string itself, as ``PeftType.<MEMBER>.value``."""
+        return str.__str__(self)
+
+    @property
+    def name(self) -> str:
+        """The string itself, as ``PeftType.<MEMBER>.name``."""
+        return str.__str__(self)
+
+    def __str__(self) -> str:
+        """``"PeftType.SLAO"``, as ``str(PeftType.LORA) == "PeftType.LORA"`` (PEFT's ``get_model_status`` parses it)."""
+        return f"PeftType.{str.__str__(self)}"
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self), format_spec)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str.__str__(self)!r})"
+
+    def __reduce__(self):
+        return (type(self), (str.__str__(self),))
+
+
+#: The ``peft_type`` SLAO adapters carry (``"peft_type": "SLAO"`` in ``adapter_config.json``); not a member of PEFT's
+#: closed enum, but it behaves like one (``.value``, ``.name``), see :class:`ExternalPeftType`.
+SLAO_PEFT_TYPE = ExternalPeftType("SLAO")
 
 INIT_STRATEGIES = ("orthogonal", "last_ft", "last_merge", "random")
+#: ``init_lora_weights`` values SLAO accepts for task 1: every LoRA init that leaves W0 unchanged.
+TASK1_INITS = (True, False, "gaussian", "orthogonal", "eva", "mica")
+#: LoRA inits that rewrite W0 (PiSSA and ``pissa_niter_<n>``, OLoRA, CorDA, LoftQ, LoRA-GA): rejected.
+W0_REWRITING_INITS = ("pissa", "olora", "corda", "loftq", "lora_ga")
 MERGE_SCHEDULES = ("inv_sqrt", "inverse", "constant", "none")
 
 #: The spec's baselines/ablations as switches on the same config: name -> field overrides.
@@ -46,7 +90,8 @@ class SLAOConfig(LoraConfig):
             How task i >= 2 is initialised (paper, Algorithm 1 and the initialisation ablation):
             ``"orthogonal"`` (SLAO: A <- Q^T from the sign-fixed reduced QR of A_ft,i-1^T, B <- B_ft,i-1),
             ``"last_ft"`` (A <- A_ft,i-1, B <- B_ft,i-1, no orthogonalisation), ``"last_merge"`` (A <- Q^T of
-            A_merge, B <- B_merge) or ``"random"`` (standard LoRA init: A Kaiming-uniform, B = 0).
+            A_merge, B <- B_merge) or ``"random"`` (standard LoRA init: A Kaiming-uniform, B = 0, i.e.
+            ``init_lora_weights=True``; `"gaussian"` if that is task 1's init).
         merge_schedule (`str`, *optional*, defaults to `"inv_sqrt"`):
             lambda(i) in B_merge <- B_merge + lambda(i) (B_ft,i - B_merge), i counted from 1: ``"inv_sqrt"``
             (1/sqrt(i), the paper's choice, borrowed from OPCM), ``"inverse"`` (1/i, a running mean of the B_ft),
@@ -62,10 +107,16 @@ class SLAOConfig(LoraConfig):
             Relative tolerance on |diag(R)| below which A_ft,i-1 counts as rank-deficient at the orthogonal init; a
             warning is then issued, because Q^T no longer spans A's row space [reconstruction].
 
+    ``init_lora_weights`` sets task 1's initialisation exactly as in LoRA: `True` (A Kaiming-uniform, B = 0: the model
+    starts as the base model), `False` (A and B random, as PEFT's own generic tests use), `"gaussian"`,
+    `"orthogonal"`, `"eva"` (then ``peft.initialize_lora_eva_weights``) or `"mica"`. The inits that rewrite W0
+    (`"pissa"`, `"pissa_niter_<n>"`, `"olora"`, `"corda"`, `"loftq"`, `"lora_ga"`) are rejected: SLAO keeps W0
+    untouched (``disable_adapter`` gives the base model; :func:`export_lora` writes a LoRA for the original base).
+
     Raises:
-        ValueError: for an unknown ``init_strategy`` / ``merge_schedule``, ``merge_lambda`` outside (0, 1], or a
-            LoRA option that would change W0 or the layer math (``use_dora``, ``init_lora_weights`` other than
-            `True` / `"gaussian"`, ``lora_bias``, ``layer_replication``).
+        ValueError: for an unknown ``init_strategy`` / ``merge_schedule``, ``merge_lambda`` outside (0, 1], an
+            ``init_lora_weights`` that rewrites W0 or is unknown, or a LoRA option that changes the layer math
+            (``use_dora``, ``lora_bias``, ``layer_replication``).
 
     Example:
 
@@ -98,6 +149,16 @@ class SLAOConfig(LoraConfig):
     )
 
     def __post_init__(self):
+        # before LoraConfig's own checks, which would otherwise ask for e.g. a `loftq_config` first
+        init = self.init_lora_weights
+        if isinstance(init, str) and init.lower().startswith(W0_REWRITING_INITS):
+            raise ValueError(
+                f"`init_lora_weights`={init!r} rewrites the base weights W0 (W0 <- W0 - s B0 A0), but SLAO keeps W0 "
+                "untouched: `disable_adapter()` must give the base model and `export_lora()` writes a LoRA adapter "
+                f"for the original base. Use one of {TASK1_INITS} (task 1's init; tasks >= 2 follow `init_strategy`)."
+            )
+        if not (init is True or init is False or (isinstance(init, str) and init in TASK1_INITS)):
+            raise ValueError(f"`init_lora_weights` must be one of {TASK1_INITS}, but is {init!r}")
         super().__post_init__()
         self.peft_type = SLAO_PEFT_TYPE
         if not isinstance(self.r, int) or isinstance(self.r, bool) or self.r < 1:
@@ -108,11 +169,6 @@ class SLAOConfig(LoraConfig):
             raise ValueError(f"`merge_schedule` must be one of {MERGE_SCHEDULES}, but is {self.merge_schedule!r}")
         if not (0.0 < float(self.merge_lambda) <= 1.0):
             raise ValueError(f"`merge_lambda` must be in (0, 1], but is {self.merge_lambda!r}")
-        if self.init_lora_weights not in (True, "gaussian"):
-            raise ValueError(
-                "SLAO uses the standard LoRA initialisation for task 1 and its own rule afterwards, so "
-                f"`init_lora_weights` must be True or 'gaussian', but is {self.init_lora_weights!r}."
-            )
         for name in ("use_dora", "lora_bias", "layer_replication"):
             if getattr(self, name, None):
                 raise ValueError(f"`{name}` is not supported by SLAO (the merge rule assumes plain LoRA); unset it.")

@@ -213,20 +213,47 @@ class SLAOCallback(TrainerCallback):
     Each ``trainer.train()`` call is one task. ``start_task`` copies into the existing ``lora_A`` / ``lora_B``
     parameters in place, so the optimizer Trainer already built keeps pointing at them.
 
+    Resuming: a checkpoint written during a task holds the adapter with that task in progress (its SLAO state says
+    so). ``trainer.train(resume_from_checkpoint=...)`` loads it before ``on_train_begin``; the callback then sees a
+    task in progress at ``global_step > 0`` and continues it instead of starting a new one, so the resumed run goes on
+    exactly where the interrupted one stopped.
+
     Args:
         adapter_name (`str`, *optional*): defaults to the model's single active adapter.
 
     Attributes:
-        task_indices (`list[int]`): the index of every task started; ``coefficients`` (`list[float]`): lambda(i).
+        task_indices (`list[int]`): the index of every task started (or resumed); ``coefficients`` (`list[float]`):
+            lambda(i) of every merge; ``expected_task`` (`int` or `None`): when set (by :class:`ContinualTrainer`),
+            the task index the next ``train()`` must start or resume, checked against the adapter's state.
+
+    Raises:
+        RuntimeError: (on train begin) when resuming from a checkpoint whose adapter has no task in progress, or when
+            the task index differs from ``expected_task``.
     """
 
     def __init__(self, adapter_name: str | None = None):
         self.adapter_name = adapter_name
         self.task_indices: list[int] = []
         self.coefficients: list[float] = []
+        self.expected_task: int | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.task_indices.append(get_slao_tuner(model).start_task(self.adapter_name))
+        tuner = get_slao_tuner(model)
+        if state.global_step > 0:  # resumed from a checkpoint: it was written while a task was in progress
+            if not tuner.in_task(self.adapter_name):
+                raise RuntimeError(
+                    f"resuming at global step {state.global_step}, but the checkpoint's SLAO adapter has no task in "
+                    "progress; SLAO checkpoints are written during a task, so this checkpoint is not from an SLAO run."
+                )
+            index = tuner.num_tasks_finished(self.adapter_name) + 1
+        else:
+            index = tuner.start_task(self.adapter_name)
+        if self.expected_task is not None and index != self.expected_task:
+            raise RuntimeError(
+                f"the SLAO adapter is at task {index}, but task {self.expected_task} was expected (the model and the "
+                "checkpoint / task list do not match)."
+            )
+        self.task_indices.append(index)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         self.coefficients.append(get_slao_tuner(model).finish_task(self.adapter_name))
@@ -280,6 +307,10 @@ def _as_named(datasets, what: str) -> list[tuple[str, Any]]:
     return items
 
 
+#: Written into every checkpoint of :class:`ContinualTrainer`: which task it belongs to and the results so far.
+CONTINUAL_STATE_NAME = "slao_continual.json"
+
+
 class ContinualTrainer(Trainer):
     """A ``transformers.Trainer`` that fine-tunes one SLAO adapter on a sequence of tasks and fills the accuracy matrix.
 
@@ -288,6 +319,10 @@ class ContinualTrainer(Trainer):
     each task every evaluation set is scored with ``task_metric`` (default :func:`sequence_exact_match`) using the
     merged pair W0 + s B_merge A_merge. Baselines (sequential LoRA, ablations) are the same driver with another
     :class:`SLAOConfig` (see ``SLAOConfig.for_baseline``).
+
+    Checkpoints (``save_strategy``) of task j go to ``<output_dir>/task-<j>/checkpoint-<step>`` (each task restarts
+    the step count) together with ``slao_continual.json`` (task index, task names, the accuracy matrix and the
+    lambda(i) so far); ``train_tasks(resume_from_checkpoint=...)`` continues from one of them exactly.
 
     Args:
         model: a ``PeftModel`` built from an :class:`SLAOConfig`.
@@ -327,6 +362,8 @@ class ContinualTrainer(Trainer):
                 f"`eval_datasets` must have one dataset per task ({len(self.task_datasets)}), "
                 f"but has {len(self.task_eval_datasets)}"
             )
+        self._task_index: int | None = None  # 1-based index of the task being trained inside train_tasks()
+        self._accuracy: np.ndarray | None = None
         super().__init__(model=model, args=args, train_dataset=self.task_datasets[0][1], **kwargs)
         self.slao_callback = SLAOCallback(adapter_name)
         self.add_callback(self.slao_callback)
@@ -340,29 +377,110 @@ class ContinualTrainer(Trainer):
             self.model, dataset, data_collator=self.data_collator, batch_size=self.args.per_device_eval_batch_size
         )
 
-    def train_tasks(self) -> ContinualResult:
+    @property
+    def task_names(self) -> list[str]:
+        return [name for name, _ in self.task_datasets]
+
+    def train_tasks(self, resume_from_checkpoint: str | Path | bool | None = None) -> ContinualResult:
         """Train on every task in order and evaluate all tasks after each one.
+
+        Args:
+            resume_from_checkpoint (`str`, `Path` or `bool`, *optional*): a checkpoint folder written by this
+                trainer (``<output_dir>/task-<j>/checkpoint-<step>``), or `True` for the latest one under
+                ``args.output_dir``. Tasks before j are skipped (their results come from the checkpoint), task j
+                continues from the checkpoint's step with its optimizer, scheduler, RNG and data position
+                (``Trainer.train(resume_from_checkpoint=...)``), and the run goes on as if it had not stopped.
 
         Returns:
             :class:`ContinualResult` with the `(T, T)` accuracy matrix (column j: after task j).
+
+        Raises:
+            ValueError: if the checkpoint is not a ContinualTrainer checkpoint, its task names differ from this
+                trainer's, or `True` finds none.
         """
         from tqdm.auto import tqdm
 
         T = len(self.task_datasets)
-        accuracy = np.full((T, T), np.nan)
-        for j, (_, train_set) in enumerate(tqdm(self.task_datasets, desc="SLAO tasks", disable=T < 2)):
-            self.train_dataset = train_set
-            if self.reset_optimizer_per_task:
-                self.optimizer = None  # fresh AdamW state per task
-            self.lr_scheduler = None
-            self.train()
-            for i, (_, eval_set) in enumerate(self.task_eval_datasets):
-                accuracy[i, j] = self.evaluate_task(eval_set)
+        self._accuracy = np.full((T, T), np.nan)
+        coefficients: list[float] = []
+        first, checkpoint = 0, None
+        if resume_from_checkpoint is not None and resume_from_checkpoint is not False:
+            checkpoint = self._find_continual_checkpoint(resume_from_checkpoint)
+            saved = json.loads((checkpoint / CONTINUAL_STATE_NAME).read_text())
+            if saved["task_names"] != self.task_names:
+                raise ValueError(
+                    f"`resume_from_checkpoint` was written for tasks {saved['task_names']}, but this trainer has "
+                    f"{self.task_names}"
+                )
+            first = int(saved["task_index"]) - 1
+            self._accuracy[:, :first] = np.array(saved["accuracy_matrix"], dtype=float)[:, :first]
+            coefficients = [float(c) for c in saved["coefficients"]][:first]
+        self.slao_callback.coefficients = list(coefficients)
+        try:
+            for j in tqdm(range(first, T), desc="SLAO tasks", disable=T - first < 2):
+                self._task_index = j + 1
+                self.slao_callback.expected_task = j + 1
+                self.train_dataset = self.task_datasets[j][1]
+                if self.reset_optimizer_per_task:
+                    self.optimizer = None  # fresh AdamW state per task
+                self.lr_scheduler = None
+                self.train(resume_from_checkpoint=str(checkpoint) if j == first and checkpoint else None)
+                for i, (_, eval_set) in enumerate(self.task_eval_datasets):
+                    self._accuracy[i, j] = self.evaluate_task(eval_set)
+        finally:
+            self._task_index = None
+            self.slao_callback.expected_task = None
         return ContinualResult(
-            task_names=[name for name, _ in self.task_datasets],
-            accuracy_matrix=accuracy,
+            task_names=self.task_names,
+            accuracy_matrix=self._accuracy,
             coefficients=list(self.slao_callback.coefficients),
         )
+
+    # ------------------------------------------------------------------------------------------------ checkpoints
+    def _get_output_dir(self, trial) -> str:
+        """Trainer's run folder, plus ``task-<j>`` while :meth:`train_tasks` trains task j (step counts restart)."""
+        run_dir = super()._get_output_dir(trial)
+        if self._task_index is None:
+            return run_dir
+        return str(Path(run_dir) / f"task-{self._task_index}")
+
+    def _save_checkpoint(self, model, trial) -> None:
+        super()._save_checkpoint(model, trial)
+        if self._task_index is None or not self.args.should_save:
+            return
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if folder.is_dir():
+            accuracy = self._accuracy if self._accuracy is not None else np.full((1, 1), np.nan)
+            state = {
+                "task_index": self._task_index,
+                "task_names": self.task_names,
+                "accuracy_matrix": [[None if math.isnan(v) else float(v) for v in row] for row in accuracy],
+                "coefficients": list(self.slao_callback.coefficients),
+            }
+            (folder / CONTINUAL_STATE_NAME).write_text(json.dumps(state, indent=2))
+
+    def _find_continual_checkpoint(self, resume_from_checkpoint) -> Path:
+        if resume_from_checkpoint is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            root = Path(self.args.output_dir)
+            task_dirs = sorted(
+                (d for d in root.glob("task-*") if d.name[5:].isdigit()), key=lambda d: int(d.name[5:]), reverse=True
+            )
+            for task_dir in task_dirs:
+                last = get_last_checkpoint(str(task_dir))
+                if last is not None and (Path(last) / CONTINUAL_STATE_NAME).is_file():
+                    return Path(last)
+            raise ValueError(f"`resume_from_checkpoint=True`: no ContinualTrainer checkpoint under {root}/task-*/")
+        checkpoint = Path(resume_from_checkpoint)
+        if not (checkpoint / CONTINUAL_STATE_NAME).is_file():
+            raise ValueError(
+                f"`resume_from_checkpoint` must be a checkpoint folder written by ContinualTrainer (with "
+                f"{CONTINUAL_STATE_NAME}), but {checkpoint} has none"
+            )
+        return checkpoint
 
 
 # ---------------------------------------------------------------------------------------------------------- export
@@ -370,9 +488,15 @@ def export_lora(model, save_directory: str | Path, adapter_name: str | None = No
     """Save the merged SLAO pair (A_merge, B_merge) as a plain PEFT LoRA adapter.
 
     The folder holds ``adapter_config.json`` (a ``LoraConfig`` with the same ``r``, ``lora_alpha``,
-    ``target_modules``, ``use_rslora``, ...; ``"peft_type": "LORA"``) and ``adapter_model.safetensors`` with the
-    standard ``base_model.model.<module>.lora_A.weight`` / ``lora_B.weight`` keys, so stock PEFT loads it without
-    hfx: ``PeftModel.from_pretrained(base, folder)`` computes W0 x + s B_merge A_merge x.
+    ``target_modules``, ``use_rslora``, ``modules_to_save``, ``trainable_token_indices``, ...; ``"peft_type":
+    "LORA"``) and ``adapter_model.safetensors`` with the standard ``base_model.model.<module>.lora_A.weight`` /
+    ``lora_B.weight`` keys plus the entries of the adapter's ``modules_to_save`` and trainable tokens, so stock PEFT
+    loads it without hfx: ``PeftModel.from_pretrained(base, folder)`` computes what the SLAO model computes after its
+    last ``finish_task()``: W0 x + s B_merge A_merge x, with the extra modules as trained.
+
+    ``modules_to_save`` and ``trainable_token_indices`` are full (or per-token) copies, not low-rank pairs, so SLAO's
+    merge rule does not apply to them: they are trained continually across tasks and exported with their current
+    values [reconstruction: the paper adapts q/v projections only].
 
     Args:
         model: a ``PeftModel`` built from an :class:`SLAOConfig`, or the :class:`SLAOModel`.
@@ -384,7 +508,9 @@ def export_lora(model, save_directory: str | Path, adapter_name: str | None = No
 
     Raises:
         TypeError: if ``model`` has no SLAO adapter.
-        ValueError: if no task was finished yet (there is no merged pair).
+        ValueError: if no task was finished yet (there is no merged pair), or a task is in progress while the adapter
+            has ``modules_to_save`` / trainable tokens (their values at the last ``finish_task()`` are not kept, so
+            the export would mix two states; finish the task first).
     """
     from peft import LoraConfig
     from safetensors.torch import save_file
@@ -394,6 +520,13 @@ def export_lora(model, save_directory: str | Path, adapter_name: str | None = No
     if tuner.num_tasks_finished(adapter_name) < 1:
         raise ValueError("export_lora() needs at least one finished task (call finish_task() first).")
     config = tuner.peft_config[adapter_name]
+    auxiliary = _auxiliary_state_dict(tuner, adapter_name)
+    if auxiliary and tuner.in_task(adapter_name):
+        raise ValueError(
+            f"export_lora(): adapter {adapter_name!r} has modules_to_save / trainable tokens "
+            f"({sorted({k.rsplit('.', 1)[0] for k in auxiliary})[:3]} ...) and a task is in progress; their values "
+            "at the last finish_task() are not kept, so call finish_task() before exporting."
+        )
     lora_fields = {f.name for f in dataclasses.fields(LoraConfig) if f.init}
     skip = {"peft_type", *(f.name for f in dataclasses.fields(type(config)) if f.name not in lora_fields)}
     kwargs = {name: getattr(config, name) for name in lora_fields if name not in skip}
@@ -406,6 +539,7 @@ def export_lora(model, save_directory: str | Path, adapter_name: str | None = No
             A_merge, B_merge = layer.slao_merged_pair(adapter_name)
             state_dict[f"base_model.model.{name}.lora_A.weight"] = A_merge.detach().cpu().contiguous().clone()
             state_dict[f"base_model.model.{name}.lora_B.weight"] = B_merge.detach().cpu().contiguous().clone()
+    state_dict.update(auxiliary)
     out = Path(save_directory)
     out.mkdir(parents=True, exist_ok=True)
     lora_config.save_pretrained(str(out))
@@ -424,7 +558,22 @@ def export_lora(model, save_directory: str | Path, adapter_name: str | None = No
     return out
 
 
+def _auxiliary_state_dict(tuner: SLAOModel, adapter_name: str) -> dict[str, torch.Tensor]:
+    """The saved entries of ``adapter_name``'s ``modules_to_save`` and trainable tokens, keyed as PEFT saves them
+    (``base_model.model.<module>.<key>``), via PEFT's own ``AuxiliaryTrainingWrapper.adapter_state_dict``."""
+    from peft.utils import AuxiliaryTrainingWrapper
+
+    out = {}
+    for name, module in tuner.model.named_modules():
+        if isinstance(module, AuxiliaryTrainingWrapper):
+            entries = module.adapter_state_dict(adapter_name, module.state_dict())
+            for key, value in entries.items():
+                out[f"base_model.model.{name}.{key}"] = value.detach().cpu().contiguous().clone()
+    return out
+
+
 __all__ = [
+    "CONTINUAL_STATE_NAME",
     "ContinualResult",
     "ContinualTrainer",
     "SLAOCallback",

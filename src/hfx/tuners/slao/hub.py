@@ -13,15 +13,37 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def slao_to_lora_state_dict(state_dict: dict) -> dict:
-    """Turn a saved SLAO adapter state dict into a plain LoRA one: ``<m>.slao_A_merge`` -> ``<m>.lora_A.weight``,
-    ``<m>.slao_B_merge`` -> ``<m>.lora_B.weight`` (the merged pair; other entries are dropped)."""
-    out = {}
+    """Turn a saved SLAO adapter state dict into a plain LoRA one (what :func:`~hfx.tuners.slao.export_lora` writes).
+
+    ``<m>.lora_slao_A_merge`` -> ``<m>.lora_A.weight`` and ``<m>.lora_slao_B_merge`` -> ``<m>.lora_B.weight`` (the
+    merged pair; the names of earlier hfx versions, ``<m>.slao_A_merge``, work too); the live pair, the last
+    fine-tuned pair and the task counter are dropped; every other entry (``modules_to_save`` weights, trainable-token
+    deltas) is kept as saved, so a ``LoraConfig`` with the same ``modules_to_save`` / ``trainable_token_indices``
+    loads the result.
+
+    Raises:
+        ValueError: if the adapter has ``modules_to_save`` / trainable-token entries and was saved while a task was in
+            progress (their values at the last ``finish_task()`` are not in the file).
+    """
+    merged, auxiliary, in_task = {}, {}, False
     for key, value in state_dict.items():
-        for factor in ("A", "B"):
-            suffix = f".slao_{factor}_merge"
-            if key.endswith(suffix):
-                out[key[: -len(suffix)] + f".lora_{factor}.weight"] = value.contiguous()
-    return out
+        head, _, last = key.rpartition(".")
+        last = last.removeprefix("lora_")
+        if last in ("slao_A_merge", "slao_B_merge"):
+            merged[f"{head}.lora_{last.split('_')[1]}.weight"] = value.contiguous()
+        elif last == "slao_task_state":
+            in_task = in_task or bool(value[1])
+        elif last in ("slao_A_ft", "slao_B_ft") or key.endswith((".lora_A.weight", ".lora_B.weight")):
+            continue
+        else:
+            auxiliary[key] = value.contiguous()
+    if auxiliary and in_task:
+        raise ValueError(
+            "the SLAO adapter was saved during a task and has modules_to_save / trainable-token entries "
+            f"({sorted(auxiliary)[:2]} ...), whose values at the last finish_task() are not in the file; save it "
+            "after finish_task()."
+        )
+    return {**merged, **auxiliary}
 
 
 def _fresh_adapter(out_dir: Path) -> None:
@@ -56,11 +78,13 @@ def publish(out_dir: Path, source: str | Path | None = None, **kw: Any) -> Path:
 
     Returns:
         `Path`: ``out_dir``, holding ``adapter_config.json``, ``adapter_model.safetensors`` (the SLAO adapter, loads
-        with ``import hfx`` + ``PeftModel.from_pretrained``), ``lora/`` (the merged pair as a plain LoRA adapter for
-        stock PEFT, when at least one task was finished) and ``README.md``.
+        with ``import hfx`` + ``PeftModel.from_pretrained``), ``lora/`` (the merged pair, plus any ``modules_to_save``
+        / trainable tokens, as a plain LoRA adapter for stock PEFT, when at least one task was finished) and
+        ``README.md``.
 
     Raises:
-        ValueError: if ``source`` is not an SLAO adapter folder.
+        ValueError: if ``source`` is not an SLAO adapter folder, or (see :func:`slao_to_lora_state_dict`) it was saved
+            during a task while it has ``modules_to_save`` / trainable tokens.
     """
     from safetensors.torch import load_file, save_file
 
@@ -81,7 +105,7 @@ def publish(out_dir: Path, source: str | Path | None = None, **kw: Any) -> Path:
     if config.get("peft_type") != "SLAO":
         raise ValueError(f"`source` holds a {config.get('peft_type')!r} adapter, not an SLAO adapter")
     state_dict = load_file(str(out_dir / "adapter_model.safetensors"))
-    task_states = [v for k, v in state_dict.items() if k.endswith("slao_task_state")]
+    task_states = [v for k, v in state_dict.items() if k.endswith("slao_task_state")]  # lora_slao_ (or legacy slao_)
     tasks_finished = int(task_states[0][0]) if task_states else 0
 
     if tasks_finished >= 1:

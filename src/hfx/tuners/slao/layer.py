@@ -15,8 +15,18 @@ from peft.tuners.lora.layer import LoraLayer
 from torch import nn
 
 
-#: Per-adapter SLAO state kept on every adapted layer (saved with the adapter, keyed by adapter name).
-SLAO_BUFFER_NAMES = ("slao_A_merge", "slao_B_merge", "slao_A_ft", "slao_B_ft", "slao_task_state")
+#: Per-adapter SLAO state kept on every adapted layer (saved with the adapter, keyed by adapter name). The names start
+#: with LoRA's prefix ``"lora_"`` so that every loader that handles LoRA keys by prefix (transformers' ``load_adapter``
+#: renames ``lora_*`` keys to ``lora_*.<adapter>``) also loads the SLAO state.
+SLAO_BUFFER_NAMES = (
+    "lora_slao_A_merge",
+    "lora_slao_B_merge",
+    "lora_slao_A_ft",
+    "lora_slao_B_ft",
+    "lora_slao_task_state",
+)
+#: The names hfx used before (``slao_A_merge``, ...): adapters saved with them still load (see ``SLAOModel``).
+LEGACY_BUFFER_NAMES = {name.removeprefix("lora_"): name for name in SLAO_BUFFER_NAMES}
 
 
 def sign_fixed_qr(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,8 +121,9 @@ def time_aware_merge(merged: torch.Tensor, finetuned: torch.Tensor, coefficient:
 
 class SLAOLinear(LoraLinear):
     """A PEFT LoRA ``Linear`` layer (``lora_A`` / ``lora_B``, same forward, merge and unmerge) that also keeps the SLAO
-    continual state per adapter: the merged pair (``slao_A_merge`` `(r, in)`, ``slao_B_merge`` `(out, r)`), the last
-    fine-tuned pair (``slao_A_ft``, ``slao_B_ft``) and ``slao_task_state`` = ``[tasks finished, in task (0/1)]``.
+    continual state per adapter: the merged pair (``lora_slao_A_merge`` `(r, in)`, ``lora_slao_B_merge`` `(out, r)`),
+    the last fine-tuned pair (``lora_slao_A_ft``, ``lora_slao_B_ft``) and ``lora_slao_task_state`` =
+    ``[tasks finished, in task (0/1)]``.
 
     The state is constant in size (two LoRA pairs whatever the number of tasks) and is saved with the adapter, so
     ``save_pretrained`` / ``from_pretrained`` resume a task sequence exactly. After :meth:`slao_finish_task` the live
@@ -122,31 +133,47 @@ class SLAOLinear(LoraLinear):
     other_param_names = LoraLayer.other_param_names + SLAO_BUFFER_NAMES
 
     def update_layer(self, adapter_name: str, r: int, lora_alpha: int, config, **kwargs) -> None:
-        if r > self.in_features:
-            raise ValueError(
-                f"rank mismatch: `r`={r} exceeds in_features={self.in_features} of the targeted layer; SLAO's "
-                "orthogonal init needs r orthonormal rows of length in_features, so use r <= in_features."
-            )
         super().update_layer(adapter_name, r, lora_alpha=lora_alpha, config=config, **kwargs)
         for name in SLAO_BUFFER_NAMES:
             if name not in self._modules:
                 setattr(self, name, BufferDict(persistent=True))
-        weight = self.lora_A[adapter_name].weight
-        factory = {"device": weight.device, "dtype": weight.dtype}
-        self.slao_A_merge[adapter_name] = torch.zeros(r, self.in_features, **factory)
-        self.slao_A_ft[adapter_name] = torch.zeros(r, self.in_features, **factory)
-        self.slao_B_merge[adapter_name] = torch.zeros(self.out_features, r, **factory)
-        self.slao_B_ft[adapter_name] = torch.zeros(self.out_features, r, **factory)
-        self.slao_task_state[adapter_name] = torch.zeros(2, dtype=torch.long, device=weight.device)
+        # on the base layer's device, never on "meta": with low_cpu_mem_usage the LoRA weights are created empty and
+        # filled from the checkpoint, while PEFT's module placement would try to copy meta buffers
+        dtype, device = self.lora_A[adapter_name].weight.dtype, self.get_base_layer().weight.device
+        if device.type == "meta":
+            device = torch.device("cpu")
+        factory = {"device": device, "dtype": dtype}
+        self.lora_slao_A_merge[adapter_name] = torch.zeros(r, self.in_features, **factory)
+        self.lora_slao_A_ft[adapter_name] = torch.zeros(r, self.in_features, **factory)
+        self.lora_slao_B_merge[adapter_name] = torch.zeros(self.out_features, r, **factory)
+        self.lora_slao_B_ft[adapter_name] = torch.zeros(self.out_features, r, **factory)
+        self.lora_slao_task_state[adapter_name] = torch.zeros(2, dtype=torch.long, device=device)
+
+    def slao_check_rank(self, adapter_name: str, config) -> None:
+        """Raise if ``config.init_strategy`` needs a QR of A (``"orthogonal"``, ``"last_merge"``) but r > in_features.
+
+        Checked when a task starts (not when the adapter is created, so PEFT's generic operations that build larger
+        ranks, e.g. ``add_weighted_adapter(combination_type="cat")``, still work).
+
+        Raises:
+            ValueError: rank mismatch, naming ``r`` and ``in_features``.
+        """
+        r = self.r[adapter_name]
+        if config.init_strategy in ("orthogonal", "last_merge") and r > self.in_features:
+            raise ValueError(
+                f"rank mismatch: `r`={r} exceeds in_features={self.in_features} of the targeted layer; SLAO's "
+                f"orthogonal init (init_strategy={config.init_strategy!r}) needs r orthonormal rows of length "
+                "in_features, so use r <= in_features."
+            )
 
     # ----------------------------------------------------------------------------------------------- state queries
     def slao_tasks_finished(self, adapter_name: str) -> int:
         """Number of tasks finished (merged) so far for ``adapter_name``."""
-        return int(self.slao_task_state[adapter_name][0])
+        return int(self.lora_slao_task_state[adapter_name][0])
 
     def slao_in_task(self, adapter_name: str) -> bool:
         """Whether a task was started (``start_task``) and not yet finished for ``adapter_name``."""
-        return bool(self.slao_task_state[adapter_name][1])
+        return bool(self.lora_slao_task_state[adapter_name][1])
 
     def _check_unmerged(self, what: str) -> None:
         if self.merged:
@@ -174,18 +201,21 @@ class SLAOLinear(LoraLinear):
             lora_A, lora_B = self.lora_A[adapter_name].weight, self.lora_B[adapter_name].weight
             strategy = config.init_strategy
             if strategy == "random":
-                self.reset_lora_parameters(adapter_name, config.init_lora_weights)
+                # the standard LoRA init (A Kaiming-uniform, B = 0), whatever task 1 used ("gaussian" is kept)
+                self.reset_lora_parameters(
+                    adapter_name, "gaussian" if config.init_lora_weights == "gaussian" else True
+                )
             else:
                 source = "ft" if strategy in ("orthogonal", "last_ft") else "merge"
-                A_prev = getattr(self, f"slao_A_{source}")[adapter_name]
-                B_prev = getattr(self, f"slao_B_{source}")[adapter_name]
+                A_prev = getattr(self, f"lora_slao_A_{source}")[adapter_name]
+                B_prev = getattr(self, f"lora_slao_B_{source}")[adapter_name]
                 if strategy == "last_ft":
                     A_init = A_prev
                 else:
                     A_init = orthogonal_init(A_prev, config.rank_deficiency_tol)
                 lora_A.copy_(A_init)
                 lora_B.copy_(B_prev)
-        self.slao_task_state[adapter_name][1] = 1
+        self.lora_slao_task_state[adapter_name][1] = 1
         return task_index
 
     @torch.no_grad()
@@ -210,8 +240,8 @@ class SLAOLinear(LoraLinear):
             )
         task_index = self.slao_tasks_finished(adapter_name) + 1
         lora_A, lora_B = self.lora_A[adapter_name].weight, self.lora_B[adapter_name].weight
-        A_ft, B_ft = self.slao_A_ft[adapter_name], self.slao_B_ft[adapter_name]
-        A_merge, B_merge = self.slao_A_merge[adapter_name], self.slao_B_merge[adapter_name]
+        A_ft, B_ft = self.lora_slao_A_ft[adapter_name], self.lora_slao_B_ft[adapter_name]
+        A_merge, B_merge = self.lora_slao_A_merge[adapter_name], self.lora_slao_B_merge[adapter_name]
         A_ft.copy_(lora_A)
         B_ft.copy_(lora_B)
         coefficient = config.merge_coefficient(task_index)
@@ -223,13 +253,13 @@ class SLAOLinear(LoraLinear):
             A_merge.copy_(time_aware_merge(A_merge, A_ft, coefficient) if config.merge_lora_A else A_ft)
         lora_A.copy_(A_merge)
         lora_B.copy_(B_merge)
-        self.slao_task_state[adapter_name][0] = task_index
-        self.slao_task_state[adapter_name][1] = 0
+        self.lora_slao_task_state[adapter_name][0] = task_index
+        self.lora_slao_task_state[adapter_name][1] = 0
         return coefficient
 
     def slao_merged_pair(self, adapter_name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``(A_merge, B_merge)`` of ``adapter_name``: shapes `(r, in_features)` and `(out_features, r)`."""
-        return self.slao_A_merge[adapter_name], self.slao_B_merge[adapter_name]
+        return self.lora_slao_A_merge[adapter_name], self.lora_slao_B_merge[adapter_name]
 
     def __repr__(self) -> str:
         return "slao." + super().__repr__()

@@ -12,7 +12,7 @@ from peft.tuners.lora import LoraModel
 from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 
-from .layer import SLAOLinear
+from .layer import LEGACY_BUFFER_NAMES, SLAOLinear
 
 
 class SLAOModel(LoraModel):
@@ -59,6 +59,12 @@ class SLAOModel(LoraModel):
                 raise TypeError("SLAO does not support 8-bit/4-bit quantised base layers (merge math on W0).")
         return SLAOLinear(target, adapter_name, config=lora_config, **kwargs)
 
+    @classmethod
+    def _remap_adapter_state_dict_for_load(cls, model, config, adapter_name, state_dict):
+        """Also load adapters saved by earlier hfx versions, whose SLAO state keys lacked the ``lora_`` prefix."""
+        state_dict = {_upgrade_legacy_key(key): value for key, value in state_dict.items()}
+        return super()._remap_adapter_state_dict_for_load(model, config, adapter_name, state_dict)
+
     # --------------------------------------------------------------------------------------------- continual API
     def slao_layers(self) -> list[tuple[str, SLAOLinear]]:
         """``(module name, layer)`` for every SLAO-adapted layer of the model."""
@@ -91,12 +97,29 @@ class SLAOModel(LoraModel):
             `int`: the index i (1-based) of the task that starts.
 
         Raises:
-            RuntimeError: if a task is already in progress (``start_task`` twice) or the adapter is merged.
-            ValueError: for an unknown ``adapter_name``.
+            RuntimeError: if a task is already in progress (``start_task`` twice), the adapter is merged, or none of
+                its LoRA parameters is trainable (an adapter loaded without ``is_trainable=True``).
+            ValueError: for an unknown ``adapter_name``, or a rank r > in_features with an init strategy that needs
+                the QR of A (checked at every task, task 1 included).
         """
         adapter_name = self._resolve_adapter(adapter_name)
         config = self.peft_config[adapter_name]
-        indices = {layer.slao_start_task(adapter_name, config) for layer in self._layers_for(adapter_name)}
+        layers = self._layers_for(adapter_name)
+        trainable = [
+            p for layer in layers for p in (layer.lora_A[adapter_name].weight, layer.lora_B[adapter_name].weight)
+        ]
+        frozen = adapter_name in self.active_adapters and not any(p.requires_grad for p in trainable)
+        if config.inference_mode or frozen:
+            raise RuntimeError(
+                f"start_task(): adapter {adapter_name!r} has no trainable LoRA parameter (0 of "
+                f"{sum(p.numel() for p in trainable):,}"
+                + ("; it was loaded for inference, `inference_mode=True`" if config.inference_mode else "")
+                + "), so the task would train nothing. Load it with `PeftModel.from_pretrained(base, path, "
+                "is_trainable=True)` (or `model.load_adapter(path, adapter_name, is_trainable=True)`)."
+            )
+        for layer in layers:  # before touching any layer: task 1 must not be trained if task 2 cannot start
+            layer.slao_check_rank(adapter_name, config)
+        indices = {layer.slao_start_task(adapter_name, config) for layer in layers}
         if len(indices) != 1:
             raise RuntimeError(f"SLAO layers disagree on the task index ({sorted(indices)}); the state is corrupt.")
         return indices.pop()
@@ -139,3 +162,11 @@ class SLAOModel(LoraModel):
         from .continual import export_lora
 
         return export_lora(self, save_directory, adapter_name=adapter_name, **kwargs)
+
+
+def _upgrade_legacy_key(key: str) -> str:
+    """``<module>.slao_A_merge`` (hfx < issue 12) -> ``<module>.lora_slao_A_merge``; other keys unchanged."""
+    head, dot, last = key.rpartition(".")
+    if dot and last in LEGACY_BUFFER_NAMES:
+        return f"{head}.{LEGACY_BUFFER_NAMES[last]}"
+    return key

@@ -1,10 +1,14 @@
 """Registration of the ``"SLAO"`` PEFT type (idempotent, imports only torch and peft).
 
 PEFT 0.21.2's ``register_peft_method`` only accepts names of its closed ``PeftType`` enum, so hfx fills the mapping
-dicts it would fill, keyed by the plain string ``"SLAO"`` (``hf_integration.md`` section 4.1). That is enough for
-``get_peft_model``, training, ``save_pretrained`` (``"peft_type": "SLAO"``), ``PeftConfig``/``PeftModel
-.from_pretrained`` and ``merge_and_unload``. It must run in the process that loads an SLAO adapter: ``import hfx``
-arranges it as soon as peft is imported, and importing :mod:`hfx.tuners.slao` does it too.
+dicts it would fill (``hf_integration.md`` section 4.1), keyed by :data:`~hfx.tuners.slao.config.SLAO_PEFT_TYPE`: an
+:class:`~hfx.tuners.slao.config.ExternalPeftType`, a ``str`` equal to ``"SLAO"`` that also has ``.value`` / ``.name``
+like a ``PeftType`` member. That is enough for ``get_peft_model``, training, ``save_pretrained`` (``"peft_type":
+"SLAO"``), ``PeftConfig`` / ``PeftModel.from_pretrained``, ``merge_and_unload`` and transformers' ``load_adapter`` /
+``AutoModel*.from_pretrained(adapter_dir)``. Nothing in PEFT is patched. It must run in the process that loads an SLAO
+adapter: ``import hfx`` arranges it as soon as peft is imported, and importing :mod:`hfx.tuners.slao` does it too.
+``PeftMixedModel`` (``get_peft_model(..., mixed=True)``) keeps its own closed list of types and refuses SLAO with
+PEFT's error message.
 """
 
 from __future__ import annotations
