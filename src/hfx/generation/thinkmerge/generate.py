@@ -5,7 +5,10 @@ arXiv 2512.02874 (https://huggingface.co/papers/2512.02874). No reference code w
 
 This file is **self-contained** (it imports only torch, transformers and the standard library) so that it can be
 copied verbatim to a Hub folder as ``custom_generate/generate.py``; ``hfx publish thinkmerge`` does exactly that.
-Inside hfx it is :mod:`hfx.generation.thinkmerge.generate`.
+Inside hfx it is :mod:`hfx.generation.thinkmerge.generate`. The HF-integration helpers the published folder needs
+live here too and are reused by RMOD and the name hook: :func:`apply_logits_processors` (processors built for B
+prompts applied to N rows per prompt), :func:`route_tokenizer` (``tokenizer=`` and stop strings for a callable),
+:func:`generate_call_argument` (the running ``generate``'s ``streamer``), :func:`check_processor_support`.
 
 Three ways to call it (all run the same :func:`thinkmerge` loop):
 
@@ -37,7 +40,7 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, GenerationMixin
+from transformers import DynamicCache, GenerationMixin, StaticCache
 from transformers.generation import logits_process as _lp
 from transformers.generation.logits_process import (
     LogitNormalization,
@@ -571,7 +574,7 @@ def _validate(
     if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
         raise NotImplementedError("ThinkMerge re-prefills its own caches; a pre-filled `cache` is not supported.")
     implementation = generation_config.cache_implementation
-    if implementation not in (None, "dynamic") or (cache is not None and type(cache) is not DynamicCache):
+    if implementation not in (None, "dynamic") or isinstance(cache, StaticCache):
         raise NotImplementedError(
             f"`cache_implementation`={implementation!r} (cache {type(cache).__name__}) is not supported by "
             "ThinkMerge: it builds its own DynamicCache for the N traces and the K answer contexts (whose number of "
