@@ -10,7 +10,9 @@ The reference model is the embedded default (SmolLM2-135M-Instruct) unless ``--m
 
 The value function is :class:`hfx.RewardFunctionValues` over these three rewards (zero training: each candidate
 prefix is scored with the final rewards). RMOD and CD-Uniform use the same K, B and seed (identical first-block
-candidates); plain sampling is ``generate(do_sample=True)``. Reported per method: the mean of every objective, the
+candidates); plain sampling is ``generate(do_sample=True)``. ``--weight-solver both`` (the default) runs RMOD with the
+exact worst-case weights (the library default) and with the reference code's truncated 10-step loop
+(``weight_solver="authors_loop"``), on the same candidates. Reported per method: the mean of every objective, the
 mean over objectives, and the worst-objective score (per prompt ``min_g r_g``, averaged): RMOD targets the last one.
 
     python examples/rmod_demo.py --limit 8                      # MT-Bench first turns, default model
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rmod-lambda", type=float, default=1.0)
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--weight-solver", default="both", choices=["exact", "authors_loop", "both"],
+                        help="RMOD's worst-case weight solver; 'both' adds an arm per solver")  # fmt: skip
     parser.add_argument("--out", default="rmod_demo_out", help="folder for results.json and the weights plot")
     args = parser.parse_args(argv)
 
@@ -132,8 +136,13 @@ def main(argv=None) -> int:
     methods = {
         "sampling": {},
         "cd_uniform": dict(custom_generate=rmod, value_function=vf, weights="uniform"),
-        "rmod": dict(custom_generate=rmod, value_function=vf, weights="robust"),
     }
+    if args.weight_solver in ("exact", "both"):
+        methods["rmod"] = dict(custom_generate=rmod, value_function=vf, weights="robust")
+    if args.weight_solver in ("authors_loop", "both"):
+        methods["rmod_authors_loop"] = dict(
+            custom_generate=rmod, value_function=vf, weights="robust", weight_solver="authors_loop"
+        )
     results, completions, first_output = {}, {}, None
     for name, extra in methods.items():
         outs, t0 = [], time.perf_counter()
@@ -149,7 +158,7 @@ def main(argv=None) -> int:
                 torch.manual_seed(args.seed + start)
             out = lm.generate(**enc, **kw)
             seqs = out.sequences if extra else out
-            if name == "rmod" and first_output is None:
+            if name.startswith("rmod") and first_output is None:
                 first_output = out
             outs += tok.batch_decode(seqs[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
         elapsed = time.perf_counter() - t0

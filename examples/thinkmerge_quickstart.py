@@ -41,7 +41,7 @@ def main() -> None:
     kwargs = dict(
         num_traces=args.num_traces,
         think_end=think_end,
-        think_end_tokenizer=tok,
+        tokenizer=tok,  # the HF form; with custom_generate=hfx.thinkmerge pass think_end_tokenizer=tok instead
         max_thinking_tokens=args.max_thinking_tokens,
         max_new_tokens=args.max_new_tokens,
         merge=args.merge,

@@ -67,83 +67,176 @@ def _autograd_weights(V, lam=1.0, iters=10, eta=1.0):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def test_spec1_constant_lower_objective_gets_most_weight():  # [spec 1]
+AUTHORS = {"solver": "authors_loop"}  # the reference code's truncated loop (10 clipped steps on softmax logits)
+
+
+def _objective(V, w, lam):
+    return torch.logsumexp(lam * V.double() @ w.double(), -1) - math.log(V.shape[-2])
+
+
+# spec cases 1-4 were written with the authors' loop (I = 10); each is checked for both solvers: the loop's
+# numbers as the spec states them, and the exact minimiser (re-derived by hand: see the comments)
+
+
+def test_spec1_constant_lower_objective():  # [spec 1]
     V = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
-    w10 = robust_weights(V)
+    w10 = robust_weights(V, **AUTHORS)
     assert torch.allclose(w10, torch.tensor([0.02, 0.98]), atol=6e-3)
-    w100 = robust_weights(V, num_iterations=100)
+    w100 = robust_weights(V, num_iterations=100, **AUTHORS)
     assert torch.allclose(w100, torch.tensor([0.01, 0.99]), atol=3e-3)
     assert w100[1] > w10[1]
+    # exact: f(a, 1-a) = log mean_k exp(a * V_k1) increases with a (every V_k1 > 0), so w* = (0, 1): the vertex
+    assert robust_weights(V).tolist() == [0.0, 1.0]
 
 
 def test_constant_higher_objective_gets_no_weight():
-    # a constant objective that is always better than the other is never the worst case
     V = torch.tensor([[1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
-    w = robust_weights(V, num_iterations=100)
-    assert w[1] < 1e-3
+    assert robust_weights(V, num_iterations=100, **AUTHORS)[1] < 1e-3
+    assert robust_weights(V).tolist() == [1.0, 0.0]
 
 
 def test_spec2_uniformly_lower_objective_gets_the_weight():  # [spec 2]
     V = torch.tensor([[-1.0, 0.0], [-2.0, 0.0], [-3.0, 0.0]])
-    w = robust_weights(V)
+    w = robust_weights(V, **AUTHORS)
     assert w[0] > 0.5 and abs(w[0].item() - 0.76) < 0.01
-    assert robust_weights(V, num_iterations=2000)[0] > 0.97
+    assert robust_weights(V, num_iterations=2000, **AUTHORS)[0] > 0.97
+    assert robust_weights(V).tolist() == [1.0, 0.0]  # exact: moving weight to objective 0 lowers every V_k @ w
     gen = torch.Generator().manual_seed(0)
-    for _ in range(20):  # general statement: V[:, a] < V[:, b] for every candidate -> w_a > w_b
+    for _ in range(20):  # V[:, a] < V[:, b] for every candidate: w_a > w_b (loop); exactly w_b = 0 (exact)
         b = torch.randn(6, generator=gen)
         a = b - torch.rand(6, generator=gen) - 0.01
-        w = robust_weights(torch.stack([a, b], dim=1))
+        c = torch.randn(6, generator=gen)
+        w = robust_weights(torch.stack([a, b], dim=1), **AUTHORS)
         assert w[0] > w[1]
+        assert robust_weights(torch.stack([a, b, c], dim=1))[1] == 0.0
 
 
 def test_spec3_symmetry_exact():  # [spec 3]
-    w = robust_weights(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))
-    assert w.tolist() == [0.5, 0.5]
+    V = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    assert robust_weights(V, **AUTHORS).tolist() == [0.5, 0.5]
+    assert torch.allclose(robust_weights(V.double()), torch.tensor([0.5, 0.5], dtype=torch.float64), atol=1e-12)
 
 
 @pytest.mark.parametrize("lam,expected", [(0.1, (0.52, 0.48)), (1.0, (0.76, 0.24)), (10.0, (1.0, 0.0))])
-def test_spec4_lambda_controls_concentration(lam, expected):  # [spec 4]
+def test_spec4_lambda_authors_loop(lam, expected):  # [spec 4] as written (the truncated loop)
     V = torch.tensor([[0.2, 0.8], [0.4, 0.6], [0.3, 0.5]])
-    assert torch.allclose(robust_weights(V, rmod_lambda=lam), torch.tensor(expected), atol=6e-3)
+    assert torch.allclose(robust_weights(V, rmod_lambda=lam, **AUTHORS), torch.tensor(expected), atol=6e-3)
+    # exact: objective 0 is lower in every candidate, so w* = (1, 0) for every lambda > 0 (spec 2); the spec's
+    # near-uniform (0.52, 0.48) at lambda = 0.1 comes from stopping 10 small steps after a uniform start
+    assert robust_weights(V, rmod_lambda=lam).tolist() == [1.0, 0.0]
 
 
-def test_lambda_to_zero_recovers_uniform():
+@pytest.mark.parametrize("lam", [0.1, 1.0, math.log(3.0), 1.2, 2.0, 10.0, 100.0])
+def test_spec4_rederived_lambda_moves_exact_weights_to_minimax(lam):  # [spec 4] re-derived for the exact solver
+    # V = [[0, 1], [3, 0]], w = (a, 1 - a): f'(a) = 0 iff p_1 = 3 p_2, i.e. lambda (1 - 4a) = ln 3, so
+    # w*(lambda) = ((1 - ln 3 / lambda) / 4, ...) for lambda > ln 3 and the vertex (0, 1) (the objective with the lower
+    # mean value) below; as lambda grows w* tends to the minimax weights (1/4, 3/4).
+    V = torch.tensor([[0.0, 1.0], [3.0, 0.0]], dtype=torch.float64)
+    a = max(0.0, (1.0 - math.log(3.0) / lam) / 4.0)
+    w = robust_weights(V, rmod_lambda=lam)
+    assert w.tolist() == pytest.approx([a, 1.0 - a], abs=1e-7)
+
+
+def test_lambda_zero_is_uniform_small_lambda_is_lowest_mean_vertex():
     V = torch.randn(3, 8, 4, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(robust_weights(V, rmod_lambda=0.0), torch.full((3, 4), 0.25))
-    assert torch.allclose(robust_weights(V, rmod_lambda=1e-4), torch.full((3, 4), 0.25), atol=1e-3)
+    for solver in ("exact", "authors_loop"):
+        assert torch.equal(robust_weights(V, rmod_lambda=0.0, solver=solver), torch.full((3, 4), 0.25))
+    assert torch.allclose(robust_weights(V, rmod_lambda=1e-4, **AUTHORS), torch.full((3, 4), 0.25), atol=1e-3)
+    # exact: as lambda -> 0, f(w) ~ lambda * mean_k(V) @ w, minimised by the objective with the lowest mean value
+    lowest = V.mean(-2).argmin(-1)
+    assert torch.equal(robust_weights(V, rmod_lambda=1e-4), torch.nn.functional.one_hot(lowest, 4).float())
 
 
 def test_spec5_simplex_and_single_objective():  # [spec 5]
     gen = torch.Generator().manual_seed(0)
-    for shape in [(5, 2), (4, 7, 3), (2, 3, 16, 5)]:
-        V = torch.randn(*shape, generator=gen) * 3
-        w = robust_weights(V, rmod_lambda=2.0)
-        assert w.shape == shape[:-2] + shape[-1:]
-        assert (w >= 0).all() and torch.allclose(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-6)
-    assert robust_weights(torch.randn(6, 1)).tolist() == [1.0]
+    for solver in ("exact", "authors_loop"):
+        for shape in [(5, 2), (4, 7, 3), (2, 3, 16, 5)]:
+            V = torch.randn(*shape, generator=gen) * 3
+            w = robust_weights(V, rmod_lambda=2.0, solver=solver)
+            assert w.shape == shape[:-2] + shape[-1:]
+            assert (w >= 0).all() and torch.allclose(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-6)
+        assert robust_weights(torch.randn(6, 1), solver=solver).tolist() == [1.0]
 
 
-def test_one_step_matches_hand_computation():
+def test_authors_loop_one_step_matches_hand_computation():
     # one step from uniform: g1 = lam * mean_k exp(0.5 V_k1) V_k1, dL/dl = (g1/4, -g1/4), l = -(g1/4, -g1/4)
     V = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]])
     g1 = (math.exp(0.5) * 1 + math.exp(1.0) * 2 + math.exp(1.5) * 3) / 3
     step = min(g1 / 4, 10.0)
     expected_w1 = 1.0 / (1.0 + math.exp(2 * step))
-    assert robust_weights(V, num_iterations=1)[0].item() == pytest.approx(expected_w1, rel=1e-6)
+    assert robust_weights(V, num_iterations=1, **AUTHORS)[0].item() == pytest.approx(expected_w1, rel=1e-6)
 
 
-def test_matches_autograd_reference_loop_batched():
+def test_authors_loop_matches_autograd_reference_loop_batched():
     gen = torch.Generator().manual_seed(3)
     V = torch.randn(4, 8, 3, generator=gen)
-    batched = robust_weights(V, rmod_lambda=1.5, num_iterations=7)
+    batched = robust_weights(V, rmod_lambda=1.5, num_iterations=7, **AUTHORS)
     for b in range(4):
         assert torch.allclose(batched[b].double(), _autograd_weights(V[b], lam=1.5, iters=7), atol=1e-6)
 
 
-def test_log_mean_exp_objective_same_direction():
+def _slsqp(V: torch.Tensor, lam: float) -> torch.Tensor:
+    """An independent exact solve: scipy SLSQP on log-mean-exp with its analytic gradient, projected on the simplex."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    a = lam * V.double().numpy()
+    G = a.shape[1]
+
+    def fun(w):
+        s = a @ w
+        e = np.exp(s - s.max())
+        return s.max() + np.log(e.mean()), a.T @ (e / e.sum())
+
+    res = minimize(fun, np.full(G, 1.0 / G), jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * G,
+                   constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones(G)}],
+                   options={"ftol": 1e-13, "maxiter": 500})  # fmt: skip
+    assert res.success, res.message
+    w = np.clip(res.x, 0.0, None)
+    return torch.from_numpy(w / w.sum())
+
+
+@pytest.mark.parametrize("G", [2, 3, 5, 10])
+def test_exact_solver_agrees_with_independent_exact_solve(G):
+    """60 random problems per G (240 in all), K = 16, lambda log-uniform in [0.1, 10], solved as one batch."""
+    from hfx.generation.rmod import weights
+
+    gen = torch.Generator().manual_seed(G)
+    V = torch.randn(60, 16, G, generator=gen, dtype=torch.float64)
+    lams = torch.exp(torch.empty(60, dtype=torch.float64).uniform_(math.log(0.1), math.log(10.0), generator=gen))
+    # robust_weights takes one lambda: scaling V by lambda_i and solving at lambda = 1 is the same problem
+    w = robust_weights(V * lams[:, None, None], rmod_lambda=1.0)
+    authors_differs = 0
+    for i in range(60):
+        lam = lams[i].item()
+        ref = _slsqp(V[i], lam)
+        scale = max(1.0, lam * V[i].abs().max().item())
+        assert _objective(V[i], w[i], lam) <= _objective(V[i], ref, lam) + 1e-9 * scale
+        assert (w[i] - ref).abs().max() < 1e-5
+        assert weights.frank_wolfe_gap(V[i], w[i], lam) <= 1e-9 * scale  # the optimality certificate itself
+        # the chosen block is optimal under the reference weights too
+        scores = V[i] @ ref
+        assert scores[(V[i] @ w[i]).argmax()] >= scores.max() - 1e-6
+        loop = robust_weights(V[i], rmod_lambda=lam, **AUTHORS)
+        authors_differs += int((V[i] @ loop).argmax() != scores.argmax())
+    # the truncated loop is not the minimiser: it picks another block in a sizeable share of the cases
+    assert authors_differs >= 10
+
+
+def test_exact_solver_batch_equals_one_by_one_and_warns_when_not_converged():
+    gen = torch.Generator().manual_seed(7)
+    V = torch.randn(5, 16, 4, generator=gen, dtype=torch.float64)
+    batched = robust_weights(V, rmod_lambda=3.0)
+    for i in range(5):
+        assert torch.allclose(batched[i], robust_weights(V[i], rmod_lambda=3.0), atol=1e-9)
+    with pytest.warns(RuntimeWarning, match="did not reach"):
+        robust_weights(V, rmod_lambda=3.0, num_iterations=1)
+
+
+def test_log_mean_exp_was_removed():
     V = torch.tensor([[-1.0, 0.0], [-2.0, 0.0], [-3.0, 0.0]])
-    w = robust_weights(V, objective="log_mean_exp", num_iterations=200)
-    assert w[0] > 0.9
+    with pytest.raises(ValueError, match="log_mean_exp"):
+        robust_weights(V, objective="log_mean_exp", num_iterations=200, **AUTHORS)
 
 
 def test_tilted_probs_and_fixed_weights():
@@ -159,16 +252,23 @@ def test_tilted_probs_and_fixed_weights():
     "kwargs,match",
     [
         ({"rmod_lambda": -1.0}, "rmod_lambda"),
-        ({"num_iterations": -1}, "num_iterations"),
+        ({"num_iterations": -1, "solver": "authors_loop"}, "num_iterations"),
+        ({"num_iterations": 0}, "num_iterations"),
         ({"objective": "log"}, "objective"),
-        ({"grad_clip": 0}, "grad_clip"),
+        ({"grad_clip": 0, "solver": "authors_loop"}, "grad_clip"),
+        ({"grad_clip": 10.0}, "grad_clip"),
+        ({"step_size": 1.0}, "step_size"),
+        ({"solver": "newton"}, "solver"),
+        ({"tol": 0.0}, "tol"),
     ],
 )
 def test_weights_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        robust_weights(torch.zeros(3, 2), **kwargs)
+        robust_weights(torch.randn(3, 2), **kwargs)
     with pytest.raises(TypeError):
         robust_weights([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="finite"):
+        robust_weights(torch.tensor([[1.0, float("nan")]]))
     with pytest.raises(ValueError, match="weights"):
         fixed_weights([1.0, 2.0, 3.0], 2)
     with pytest.raises(ValueError, match="non-negative"):
@@ -218,6 +318,22 @@ def test_spec7_one_hot_weights_pick_argmax_of_that_objective(lm_tok, value_model
     for values, w in zip(sharp.block_values, sharp.block_weights):
         assert torch.allclose(w, robust_weights(values, rmod_lambda=4.0), atol=1e-6)
     assert robust.objective_names == ["a", "b"]
+
+
+def test_weight_solver_options_reach_the_loop(lm_tok, value_model):
+    lm, tok = lm_tok
+    kw = dict(do_sample=True, max_new_tokens=10, custom_generate="rmod", value_function=value_model, num_branches=4,
+              block_size=5, seed=11, return_dict_in_generate=True, rmod_lambda=3.0)  # fmt: skip
+    for extra, solver in [({}, {}), ({"weight_solver": "authors_loop"}, AUTHORS),
+                          ({"weight_solver": "authors_loop", "weight_step_size": 0.3, "weight_iterations": 4},
+                           {**AUTHORS, "step_size": 0.3, "num_iterations": 4})]:  # fmt: skip
+        out = lm.generate(**_enc(tok), **kw, **extra)
+        for values, w in zip(out.block_values, out.block_weights, strict=True):
+            assert torch.allclose(w, robust_weights(values, rmod_lambda=3.0, **solver), atol=1e-6)
+    with pytest.raises(ValueError, match="weight_step_size"):
+        lm.generate(**_enc(tok), **kw, weight_step_size=0.3)  # a setting of the authors' loop only
+    with pytest.raises(ValueError, match="log_mean_exp"):
+        lm.generate(**_enc(tok), **kw, weight_solver="authors_loop", weight_objective="log_mean_exp")
 
 
 def test_single_objective_reduces_to_cd(lm_tok):
@@ -307,11 +423,28 @@ def test_all_finished_stops_early(lm_tok):
 def test_string_names_and_tilted_sampling(lm_tok, value_model):
     lm, tok = lm_tok
     kw = dict(do_sample=True, max_new_tokens=6, value_function=value_model, num_branches=3, block_size=3, seed=1)
-    a = lm.generate(**_enc(tok), custom_generate="rmod", **kw)
-    b = lm.generate(**_enc(tok), custom_generate="hfx/rmod", **kw)
-    assert torch.equal(a, b)
-    c = lm.generate(**_enc(tok), custom_generate=rmod, block_selection="sample", rmod_lambda=0.5, **kw)
-    assert c.shape == a.shape
+    by_callable = lm.generate(**_enc(tok), custom_generate=rmod, **kw)
+    assert not torch.equal(by_callable, lm.generate(**_enc(tok), custom_generate=rmod, weights=[1.0, 0.0], **kw))
+    for name in ("rmod", "hfx/rmod"):  # the names run RMOD itself (same seed -> same output as the callable)
+        assert torch.equal(lm.generate(**_enc(tok), custom_generate=name, **kw), by_callable)
+
+    # branch k of every block is worth V = (k, k): w* is irrelevant and the tilted policy is softmax(lambda * k)
+    K = 3
+
+    def vf(input_ids, attention_mask):
+        k = (torch.arange(input_ids.shape[0]) % K).float()
+        return torch.stack([k, k], dim=-1)
+
+    kw = dict(do_sample=True, max_new_tokens=24, value_function=vf, num_branches=K, block_size=2, seed=0,
+              custom_generate=rmod, return_dict_in_generate=True)  # fmt: skip
+
+    def chosen(**extra):
+        return torch.stack(lm.generate(**_enc(tok), **kw, **extra).chosen_branches).flatten().tolist()  # 24 draws
+
+    assert set(chosen(rmod_lambda=0.0)) == {K - 1}  # argmax (the default) always takes the best branch
+    uniform = chosen(rmod_lambda=0.0, block_selection="sample")  # lambda = 0: uniform over the K branches
+    assert set(uniform) == {0, 1, 2}  # each branch is drawn (probability all 3 appear in 24 draws: > 0.9997)
+    assert set(chosen(rmod_lambda=50.0, block_selection="sample")) == {K - 1}  # e^-50: the best branch
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ computations (per-context forward passes without a cache, plain ``model.generate
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, TextStreamer
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
 import hfx
 from hfx.generation.thinkmerge import (
@@ -188,9 +188,10 @@ def test_case3_shared_suffix_one_stream_per_prompt(lm, enc, think_id):
             expected = torch.cat([prompt, out.traces[b][k], answer[b]])
             row = out.contexts[b, k]
             assert torch.equal(row[len(row) - len(expected) :], expected)
-    # the answer-stage processors ran once per step on B rows (one stream per prompt), each extending the last
-    answer_steps = [s for s in steps if s.shape[0] == 2]
-    assert len(answer_steps) == answer.shape[1]
+    # every processor call saw one row per prompt (the layout generate built the processors for); the last
+    # answer-length calls are the answer stage: one stream per prompt, each extending the last
+    assert all(s.shape[0] == 2 for s in steps)
+    answer_steps = steps[-answer.shape[1] :]
     for i, s in enumerate(answer_steps):
         assert torch.equal(s, out.sequences[:, : prompt_length + i])
 
@@ -212,14 +213,43 @@ def test_case4_geometric_mean_identity():
     assert (merge_logits(z, 3).softmax(-1) - g).abs().max() < 1e-6
 
 
-def test_case5_processors_act_after_averaging_unit():
-    # contexts disagree: argmax z1 = 0, argmax z2 = 1, argmax of the mean = 2
-    z = torch.tensor([[3.0, 0.0, 2.5], [0.0, 3.0, 2.5]])
-    merged = merge_logits(z, 2)
-    scores = LogitsProcessorList([TopKLogitsWarper(1)])(torch.zeros(1, 1, dtype=torch.long), merged)
-    assert scores.argmax(-1).item() == 2 and z.argmax(-1).tolist() == [0, 1]
-    t = LogitsProcessorList([TemperatureLogitsWarper(0.5)])(torch.zeros(1, 1, dtype=torch.long), merged)
-    torch.testing.assert_close(t, merged / 0.5)
+def test_case5_processors_act_after_averaging_unit(lm, think_id, monkeypatch):
+    """Controlled logits for K = 2 contexts: ThinkMerge must hand z̄, not the per-context logits, to the processors."""
+    model, _ = lm
+    V = model.config.vocab_size
+    A, B, C, D = 40, 41, 42, 43
+    z = torch.full((2, V), -20.0)
+    z[:, [A, B, C]] = torch.tensor([[3.0, 0.0, 2.5], [0.0, 3.0, 2.5]])  # argmax per context: A, B; of the mean: C
+    z[:, D] = torch.tensor([2.6, -2.0])  # opposite signs: a repetition penalty before averaging would differ
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def controlled(*args, **kwargs):
+        out = forward(*args, **kwargs)  # the real pass keeps the caches consistent; only the logits are replaced
+        out.logits = z[:, None, :].expand(2, out.logits.shape[1], V).clone()
+        return out
+
+    monkeypatch.setattr(model, "forward", controlled)
+    prompt = {"input_ids": torch.tensor([[5, D, 7]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
+    traces = [[torch.tensor([think_id]), torch.tensor([9, think_id])]]
+    kw = dict(num_traces=2, traces=traces, max_new_tokens=2, return_dict_in_generate=True, output_scores=True,
+              output_logits=True)  # fmt: skip
+    z_bar = z.mean(0)
+
+    out = _gen(model, prompt, do_sample=False, repetition_penalty=2.0, **kw)
+    for step, seen in enumerate([[5, D, 7], [5, D, 7, C]]):
+        torch.testing.assert_close(out.logits[step][0], z_bar)
+        expected = z_bar.clone()  # HF's penalty on z̄: seen positive logits / 2, seen negative logits * 2
+        expected[seen] = torch.where(z_bar[seen] > 0, z_bar[seen] / 2.0, z_bar[seen] * 2.0)
+        torch.testing.assert_close(out.scores[step][0], expected)
+    assert out.scores[0][0, D].item() == pytest.approx(0.15)  # (2.6 - 2.0) / 2 / 2, not (2.6/2 - 2.0*2) / 2
+    # step 0: C (2.5) beats A and B (1.5 each), though each context alone prefers A or B; step 1: C is penalised
+    assert out.sequences[0, 3:].tolist() == [C, A]
+
+    out = _gen(model, prompt, do_sample=True, temperature=0.5, top_k=1, **kw)  # warpers on z̄: C / 0.5 kept alone
+    assert out.sequences[0, 3:].tolist() == [C, C]
+    kept = out.scores[0][0].isfinite()
+    assert kept.nonzero().flatten().tolist() == [C] and out.scores[0][0, C].item() == pytest.approx(5.0)
 
 
 def test_case5_processors_act_after_averaging_end_to_end(lm, enc, think_id):
@@ -620,12 +650,34 @@ def test_name_hook_equals_callable(lm, enc, think_id):
         assert torch.equal(by_name, by_callable)
 
 
-def test_other_custom_generate_strings_reach_transformers(lm, enc, tmp_path):
+def test_other_custom_generate_strings_reach_transformers(lm, enc, think_id, tmp_path, monkeypatch):
+    """Resolution order: a local folder wins over an hfx name; unregistered strings reach transformers untouched;
+    registered names never reach transformers' loader."""
+    from hfx.generation import registry
+
     model, _ = lm
-    folder = tmp_path / "other_method"
-    (folder / "custom_generate").mkdir(parents=True)
-    (folder / "custom_generate" / "generate.py").write_text("def generate(model, **kwargs):\n    return 'other'\n")
-    assert model.generate(**enc, custom_generate=str(folder), trust_remote_code=True, max_new_tokens=2) == "other"
+    assert registry.is_installed()
+    seen = []
+    original = registry._ORIGINAL_LOAD
+
+    def spy(self, name, trust_remote_code=None, **kwargs):
+        seen.append(name)
+        return original(self, name, trust_remote_code=trust_remote_code, **kwargs)
+
+    monkeypatch.setattr(registry, "_ORIGINAL_LOAD", spy)
+    for folder, answer in ((tmp_path / "thinkmerge", "local folder"), (tmp_path / "other_method", "other")):
+        (folder / "custom_generate").mkdir(parents=True)
+        (folder / "custom_generate" / "generate.py").write_text(
+            f"def generate(model, **kwargs):\n    return {answer!r}\n"
+        )
+    monkeypatch.chdir(tmp_path)  # ./thinkmerge exists here
+    assert model.generate(**enc, custom_generate="thinkmerge", trust_remote_code=True) == "local folder"
+    assert model.generate(**enc, custom_generate=str(tmp_path / "other_method"), trust_remote_code=True) == "other"
+    assert seen == ["thinkmerge", str(tmp_path / "other_method")]
+    monkeypatch.chdir(tmp_path / "other_method")  # no ./thinkmerge: the name is hfx's
+    out = model.generate(**enc, custom_generate="thinkmerge", num_traces=1, think_end=[think_id], max_new_tokens=2,
+                         max_thinking_tokens=2)  # fmt: skip
+    assert isinstance(out, torch.Tensor) and len(seen) == 2
 
 
 def test_published_folder_loads_by_local_path(lm, enc, think_id, tmp_path):

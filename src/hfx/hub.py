@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import shutil
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ def publish(name: str, out_dir: str | Path, push_to: str | None = None, **kwargs
         raise ValueError(f"`name` must be one of {sorted(PUBLISHERS)}, but is {name!r}")
     module, function = PUBLISHERS[name].split(":")
     writer = getattr(importlib.import_module(module), function)
+    if push_to and "repo_id" not in kwargs and "repo_id" in inspect.signature(writer).parameters:
+        kwargs["repo_id"] = push_to  # the card's usage snippet names the repo the folder is pushed to
     out = Path(writer(Path(out_dir), **kwargs))
     if push_to:
         push_folder_to_hub(out, push_to)

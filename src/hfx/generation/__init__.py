@@ -9,6 +9,7 @@ from hfx._lazy import attach
 
 from .registry import (
     CUSTOM_GENERATE_NAMES,
+    CUSTOM_GENERATE_TOKENIZER_ARGUMENTS,
     install_custom_generate_names,
     register_custom_generate,
     resolve_custom_generate,

@@ -4,7 +4,8 @@
 K sampled continuations per block, worst-case objective weights on the simplex, the best block under those weights.
 
 * :func:`rmod` -- the ``custom_generate`` callable; :class:`RMODOutput` its output.
-* :func:`robust_weights`, :func:`fixed_weights`, :func:`tilted_probs` -- the weight math (pure tensors).
+* :func:`robust_weights` (exact by default, or the authors' truncated loop), :func:`fixed_weights`,
+  :func:`tilted_probs`, :func:`frank_wolfe_gap` -- the weight math (pure tensors).
 * :class:`MultiObjectiveValueModel` / :class:`MultiObjectiveValueConfig` -- a backbone + G value heads
   (a ``PreTrainedModel``); :class:`RewardFunctionValues` -- G plain reward functions as a value function.
 * :class:`ValueFunctionTrainer` -- a ``transformers.Trainer`` for the value model (Monte-Carlo regression).
@@ -23,7 +24,7 @@ from .value_functions import (
     last_token_index,
     monte_carlo_value_loss,
 )
-from .weights import fixed_weights, robust_weights, tilted_probs
+from .weights import fixed_weights, frank_wolfe_gap, robust_weights, tilted_probs
 
 
 _LAZY = {
@@ -46,6 +47,7 @@ __all__ = [
     "build_distillation_dataset",
     "build_value_dataset",
     "fixed_weights",
+    "frank_wolfe_gap",
     "last_token_index",
     "monte_carlo_value_loss",
     "plot_weights",

@@ -2,8 +2,8 @@
 
 ``model.generate(**inputs, custom_generate="rmod", value_function=vf, do_sample=True, num_branches=16,
 block_size=16, rmod_lambda=1.0, weights="robust")``: transformers prepares the generation config, logits processors
-(temperature / top-k / top-p ...), stopping criteria (max length, EOS, stop strings) and model kwargs, then calls
-:func:`rmod` instead of its sampling loop.
+(temperature / top-k / top-p ...), stopping criteria (max length, EOS, stop strings with ``tokenizer=``) and model
+kwargs, then calls :func:`rmod` instead of its sampling loop.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria
 from transformers.cache_utils import Cache, StaticCache
 from transformers.utils import ModelOutput
 
-from .weights import WEIGHT_OBJECTIVES, fixed_weights, robust_weights, tilted_probs
+from ..thinkmerge.generate import apply_logits_processors, check_processor_support, generate_call_argument
+from .weights import DEFAULT_TOL, fixed_weights, robust_weights, tilted_probs
 
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class RMODOutput(ModelOutput):
             the value of every candidate block for every objective.
         chosen_branches (`tuple(torch.LongTensor)`, one `(batch_size,)` tensor per block): the index ``k*`` kept.
         objective_names (`list[str]`, *optional*): the value function's objective names, when it has them.
+        scores (`tuple(torch.FloatTensor)`, one `(batch_size, vocab_size)` tensor per generated token, *optional*):
+            with ``output_scores=True``: the processed scores (after the logits processors) of the kept branch,
+            as in ``GenerateDecoderOnlyOutput.scores``.
+        logits (`tuple(torch.FloatTensor)`, one `(batch_size, vocab_size)` tensor per generated token, *optional*):
+            with ``output_logits=True``: the raw logits of the kept branch.
     """
 
     sequences: torch.LongTensor | None = None
@@ -46,11 +52,11 @@ class RMODOutput(ModelOutput):
     block_values: tuple[torch.FloatTensor, ...] | None = None
     chosen_branches: tuple[torch.LongTensor, ...] | None = None
     objective_names: list[str] | None = None
+    scores: tuple[torch.FloatTensor, ...] | None = None
+    logits: tuple[torch.FloatTensor, ...] | None = None
 
 
-def _validate(
-    value_function, num_branches, block_size, rmod_lambda, weights, block_selection, weight_objective, seed
-) -> None:
+def _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, seed) -> None:
     if value_function is None or not callable(value_function):
         raise TypeError(
             "`value_function` must be a callable `values = vf(input_ids, attention_mask)` returning (N, G) values "
@@ -66,8 +72,6 @@ def _validate(
         raise ValueError(f"`weights` must be 'robust', 'uniform' or a sequence of G floats, but is {weights!r}")
     if block_selection not in BLOCK_SELECTIONS:
         raise ValueError(f"`block_selection` must be one of {BLOCK_SELECTIONS}, but is {block_selection!r}")
-    if weight_objective not in WEIGHT_OBJECTIVES:
-        raise ValueError(f"`weight_objective` must be one of {WEIGHT_OBJECTIVES}, but is {weight_objective!r}")
     if seed is not None and not isinstance(seed, (int, list, tuple)):
         raise TypeError(f"`seed` must be an int, a list of ints (one per prompt) or None, got {type(seed)}")
     num_objectives = getattr(value_function, "num_objectives", None)
@@ -156,13 +160,15 @@ def rmod(
     block_size: int = 16,
     rmod_lambda: float = 1.0,
     weights="robust",
-    weight_iterations: int = 10,
-    weight_step_size: float = 1.0,
-    weight_grad_clip: float = 10.0,
+    weight_iterations: int | None = None,
+    weight_step_size: float | None = None,
+    weight_grad_clip: float | None = None,
     weight_objective: str = "mean_exp",
     block_selection: str = "argmax",
     seed: int | list[int] | None = None,
     value_batch_size: int | None = None,
+    weight_solver: str = "exact",
+    weight_tol: float = DEFAULT_TOL,
     **model_kwargs,
 ):
     r"""Robust multi-objective controlled decoding (RMOD), blockwise, as a ``custom_generate`` callable.
@@ -170,10 +176,21 @@ def rmod(
     For every block: draw ``K = num_branches`` continuations of ``B = block_size`` tokens from the reference model
     (``model``, with the user's sampling settings: temperature, top-k, top-p, ... through ``logits_processor``),
     score each prefix+block with ``value_function`` -> ``V`` `(batch, K, G)`, compute the worst-case weights
-    ``w* = argmin_{w in simplex} mean_k exp(lambda * V[k] @ w)`` (:func:`robust_weights`), and keep the block
+    ``w* = argmin_{w in simplex} log mean_k exp(lambda * V[k] @ w)`` (:func:`robust_weights`: solved to a stated
+    tolerance by default, or the reference code's truncated loop with ``weight_solver="authors_loop"``), keep the block
     ``k* = argmax_k V[k] @ w*`` (or sample ``k*`` from the tilted policy ``softmax(lambda * V @ w*)`` with
     ``block_selection="sample"``). Sequences that emit EOS are padded; the KV cache of the chosen prefix is reused
     (expanded K times per block, then narrowed to the chosen branch).
+
+    HF integration: the processors ``generate`` builds for B prompts (``repetition_penalty``, ``no_repeat_ngram_size``,
+    ``bad_words_ids``, ``min_new_tokens``, ``suppress_tokens``, ``sequence_bias``, ``prefix_allowed_tokens_fn``, yours)
+    see their rows in that layout although RMOD samples ``B * K`` rows
+    (:func:`hfx.generation.thinkmerge.generate.apply_logits_processors`). A ``streamer`` receives each chosen block
+    once it is chosen. ``output_scores`` / ``output_logits`` return the kept branch's per-token scores / logits
+    (holding ``block_size`` steps of all ``B * K`` rows until the block is chosen). Stop strings need the tokenizer:
+    ``generate(..., custom_generate="rmod", tokenizer=tok, stop_strings=[...])``; transformers 5.x drops
+    ``tokenizer=`` before calling a *callable*, so with ``custom_generate=hfx.rmod`` pass
+    ``stopping_criteria=StoppingCriteriaList([StopStringCriteria(tok, [...])])`` instead.
 
     Source: Son, Bankes et al., "Robust Multi-Objective Controlled Decoding of Large Language Models",
     arXiv 2503.08796 (https://huggingface.co/papers/2503.08796), Sec. 3-4 and the reference code's
@@ -192,12 +209,13 @@ def rmod(
         rmod_lambda (`float`, *optional*, defaults to `1.0`): ``lambda >= 0`` (0 gives uniform weights).
         weights (`str` or sequence of `float`, *optional*, defaults to `"robust"`): ``"robust"`` (RMOD),
             ``"uniform"`` (CD-Uniform) or G fixed non-negative weights (normalised; a one-hot = single-objective CD).
-        weight_iterations (`int`, *optional*, defaults to `10`): gradient steps of the weight solver (``I``).
-        weight_step_size (`float`, *optional*, defaults to `1.0`): ``eta0``; the step at iteration t is
-            ``eta0 / sqrt(t + 1)``.
-        weight_grad_clip (`float`, *optional*, defaults to `10.0`): gradient clipping of the weight solver.
-        weight_objective (`str`, *optional*, defaults to `"mean_exp"`): ``"mean_exp"`` (code) or
-            ``"log_mean_exp"`` (paper); same minimiser.
+        weight_iterations (`int`, *optional*): ``"exact"``: iteration cap (default 100); ``"authors_loop"``: the
+            number of gradient steps ``I`` (default 10).
+        weight_step_size (`float`, *optional*): ``"authors_loop"`` only: ``eta0`` (default 1.0); the step at
+            iteration t is ``eta0 / sqrt(t + 1)``.
+        weight_grad_clip (`float`, *optional*): ``"authors_loop"`` only: gradient clipping (default 10.0).
+        weight_objective (`str`, *optional*, defaults to `"mean_exp"`): the authors' loop's objective form (the
+            code's); ``"log_mean_exp"`` was removed (it stalled at wrong vertices; see :func:`robust_weights`).
         block_selection (`str`, *optional*, defaults to `"argmax"`): ``"argmax"`` (code, Best-of-K style) or
             ``"sample"`` (the theoretical tilted policy) [reconstruction].
         seed (`int` or `list[int]`, *optional*): when given, every prompt samples from its own
@@ -205,6 +223,11 @@ def rmod(
             other prompts in the batch. When ``None`` the global RNG is used exactly as ``GenerationMixin._sample``
             does (so ``K = 1`` reproduces ``generate(do_sample=True)`` under the same ``torch.manual_seed``).
         value_batch_size (`int`, *optional*): score at most this many sequences per value-function call.
+        weight_solver (`str`, *optional*, defaults to `"exact"`): ``"exact"`` (the convex problem solved until the
+            Frank-Wolfe gap is below ``weight_tol``) or ``"authors_loop"`` (the reference code's 10 clipped steps,
+            reproducing the released code; not the minimiser).
+        weight_tol (`float`, *optional*, defaults to `1e-9`): tolerance of the exact solver (see
+            :func:`robust_weights`).
 
     Returns:
         `torch.LongTensor` of shape `(batch_size, sequence_length)`, or :class:`RMODOutput` when
@@ -214,10 +237,31 @@ def rmod(
         TypeError: if ``value_function`` is not callable.
         ValueError: for ``num_branches < 1``, ``block_size < 1``, a negative ``rmod_lambda``, weights whose length
             differs from the value function's number of objectives, ``num_branches > 1`` without ``do_sample=True``,
-            or an encoder-decoder model.
+            an encoder-decoder model, or weight-solver settings :func:`robust_weights` rejects (e.g.
+            ``weight_step_size`` with ``weight_solver="exact"``).
         TypeError: for a static cache (RMOD resizes the batch every block).
+        NotImplementedError: for ``guidance_scale != 1`` or SynthID watermarking (processors with per-row state).
     """
-    _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, weight_objective, seed)
+    _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, seed)
+    solver_settings = dict(
+        rmod_lambda=float(rmod_lambda),
+        num_iterations=weight_iterations,
+        step_size=weight_step_size,
+        grad_clip=weight_grad_clip,
+        objective=weight_objective,
+        solver=weight_solver,
+        tol=weight_tol,
+    )
+    if weight_solver == "exact":
+        for name, given in (("weight_step_size", weight_step_size), ("weight_grad_clip", weight_grad_clip)):
+            if given is not None:
+                raise ValueError(
+                    f"`{name}` is a setting of `weight_solver`='authors_loop' (the reference code's gradient loop); "
+                    f"the default exact solver has none. Pass `weight_solver`='authors_loop' or drop `{name}`."
+                )
+    if weights == "robust":  # validate the solver settings before decoding (one objective returns at once)
+        robust_weights(torch.zeros(1, 1), **solver_settings)
+    check_processor_support(generation_config, "RMOD")
     if model.config.is_encoder_decoder:
         raise ValueError("RMOD supports decoder-only models; got an encoder-decoder model")
     do_sample = bool(generation_config.do_sample)
@@ -242,6 +286,11 @@ def rmod(
     generators = _make_generators(seed, batch_size, device)
     pass_prompt = "prompt_length" in _parameters(value_function)
     next_len = 1 if model_kwargs.get("use_cache", True) else None
+    streamer = generate_call_argument("streamer")  # generate() does not pass it to a callable
+    output_scores, output_logits = bool(generation_config.output_scores), bool(generation_config.output_logits)
+    all_scores, all_logits = [], []
+    # the processors' layout: row b = prompt b; the K branches of prompt b are rows b*K .. b*K+K-1
+    prompt_index = torch.arange(batch_size, device=device).repeat_interleave(K)
 
     attention_mask = model_kwargs.get("attention_mask")
     value_mask = attention_mask.clone() if attention_mask is not None else torch.ones_like(input_ids, dtype=torch.long)
@@ -270,6 +319,8 @@ def rmod(
             ids, kw, logits, unf, vmask = input_ids, model_kwargs, next_logits, unfinished, value_mask
 
         # ---- sample B tokens for all B*K rows -------------------------------------------------------------------
+        block_start = ids.shape[1]
+        block_scores, block_logits = [], []
         for step in range(block_size):
             if step > 0:
                 model_inputs = model.prepare_inputs_for_generation(ids, next_sequence_length=next_len, **kw)
@@ -277,7 +328,11 @@ def rmod(
                 kw = model._update_model_kwargs_for_generation(out, kw)
                 logits = out.logits[:, -1].to(copy=True, dtype=torch.float32, device=device)
                 del out
-            scores = logits_processor(ids, logits)
+            scores = apply_logits_processors(logits_processor, ids, logits, prompt_index, batch_size)
+            if output_scores:
+                block_scores.append(scores)
+            if output_logits:
+                block_logits.append(logits)
             next_tokens = _sample_tokens(scores, do_sample, generators, K)
             if has_eos_stopping_criteria:
                 next_tokens = next_tokens * unf + pad_token_id * (1 - unf)
@@ -299,14 +354,7 @@ def rmod(
                         f"{num_objectives} objectives; pass one weight per objective"
                     )
             if weights == "robust":
-                w = robust_weights(
-                    values,
-                    rmod_lambda=float(rmod_lambda),
-                    num_iterations=weight_iterations,
-                    step_size=weight_step_size,
-                    grad_clip=weight_grad_clip,
-                    objective=weight_objective,
-                )
+                w = robust_weights(values, **solver_settings)
             else:
                 w = fixed_weights(weights, values.shape[-1], batch_size, device=device, dtype=values.dtype)
             if K == 1:
@@ -338,6 +386,12 @@ def rmod(
             )
         else:
             input_ids, unfinished, value_mask, model_kwargs = ids, unf, vmask, kw
+        kept = torch.arange(batch_size, device=device) * K + k_star
+        all_scores += [s[kept] for s in block_scores]
+        all_logits += [z[kept] for z in block_logits]
+        if streamer is not None:  # the chosen block, up to its EOS
+            real = value_mask[:, block_start:].any(dim=0)
+            streamer.put(input_ids[:, block_start:][:, real].cpu())
 
         if input_ids.shape[1] >= max_length or not unfinished.any():
             break
@@ -354,6 +408,9 @@ def rmod(
         real = generated.any(dim=0).nonzero()
         last = int(real.max()) + 1 if real.numel() else 0
         input_ids = input_ids[:, : prompt_length + last]
+    num_generated = input_ids.shape[1] - prompt_length
+    if streamer is not None:
+        streamer.end()
 
     if return_dict:
         return RMODOutput(
@@ -362,6 +419,8 @@ def rmod(
             block_values=tuple(block_values),
             chosen_branches=tuple(chosen),
             objective_names=_objective_names(value_function),
+            scores=tuple(all_scores[:num_generated]) if output_scores else None,
+            logits=tuple(all_logits[:num_generated]) if output_logits else None,
         )
     return input_ids
 

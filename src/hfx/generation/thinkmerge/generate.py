@@ -5,7 +5,10 @@ arXiv 2512.02874 (https://huggingface.co/papers/2512.02874). No reference code w
 
 This file is **self-contained** (it imports only torch, transformers and the standard library) so that it can be
 copied verbatim to a Hub folder as ``custom_generate/generate.py``; ``hfx publish thinkmerge`` does exactly that.
-Inside hfx it is :mod:`hfx.generation.thinkmerge.generate`.
+Inside hfx it is :mod:`hfx.generation.thinkmerge.generate`. The HF-integration helpers the published folder needs
+live here too and are reused by RMOD and the name hook: :func:`apply_logits_processors` (processors built for B
+prompts applied to N rows per prompt), :func:`route_tokenizer` (``tokenizer=`` and stop strings for a callable),
+:func:`generate_call_argument` (the running ``generate``'s ``streamer``), :func:`check_processor_support`.
 
 Three ways to call it (all run the same :func:`thinkmerge` loop):
 
@@ -37,9 +40,14 @@ import inspect
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, GenerationMixin
+from transformers import DynamicCache, GenerationMixin, StaticCache
 from transformers.generation import logits_process as _lp
-from transformers.generation.logits_process import LogitNormalization, LogitsProcessorList
+from transformers.generation.logits_process import (
+    LogitNormalization,
+    LogitsProcessorList,
+    RepetitionPenaltyLogitsProcessor,
+)
+from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
 from transformers.utils import ModelOutput
 
 
@@ -53,6 +61,34 @@ _WARPER_TYPES = tuple(
     getattr(_lp, name) for name in dir(_lp) if name.endswith("LogitsWarper") and isinstance(getattr(_lp, name), type)
 )
 _MODEL_KWARGS_USED = {"attention_mask", "position_ids", "cache", "past_key_values", "use_cache", "logits_to_keep"}
+# Processors that treat every row on its own and keep no per-row state: one call serves any number of rows.
+_ROW_LOCAL_PROCESSORS = tuple(
+    getattr(_lp, name)
+    for name in (
+        "EpsilonLogitsWarper",
+        "EtaLogitsWarper",
+        "ExponentialDecayLengthPenalty",
+        "ForcedBOSTokenLogitsProcessor",
+        "ForcedEOSTokenLogitsProcessor",
+        "InfNanRemoveLogitsProcessor",
+        "LogitNormalization",
+        "MinLengthLogitsProcessor",
+        "MinNewTokensLengthLogitsProcessor",
+        "MinPLogitsWarper",
+        "NoBadWordsLogitsProcessor",
+        "NoRepeatNGramLogitsProcessor",
+        "SequenceBiasLogitsProcessor",
+        "SuppressTokensAtBeginLogitsProcessor",
+        "SuppressTokensLogitsProcessor",
+        "TemperatureLogitsWarper",
+        "TopHLogitsWarper",
+        "TopKLogitsWarper",
+        "TopPLogitsWarper",
+        "TypicalLogitsWarper",
+        "WatermarkLogitsProcessor",
+    )
+    if hasattr(_lp, name)
+)
 
 
 @dataclass
@@ -194,9 +230,10 @@ class Delimiter:
         if isinstance(think_end, str):
             if tokenizer is None:
                 raise ValueError(
-                    f"`think_end`={think_end!r} is a string, so ThinkMerge needs a tokenizer: pass "
-                    "`think_end_tokenizer=tokenizer` (`generate()` consumes a `tokenizer=` argument itself), or pass "
-                    "`think_end` as a list of token ids."
+                    f"`think_end`={think_end!r} is a string, so ThinkMerge needs a tokenizer: pass `tokenizer=tok` with "
+                    '`custom_generate="thinkmerge"` (or the published folder). The callable form '
+                    "(`custom_generate=hfx.thinkmerge`) cannot receive `tokenizer=`: transformers drops it before "
+                    "calling a callable; there pass `think_end_tokenizer=tok`, or `think_end` as a list of token ids."
                 )
             ids = tokenizer.encode(think_end, add_special_tokens=False) if think_end.strip() else []
             if not ids:
@@ -247,6 +284,162 @@ class Delimiter:
         return found
 
 
+def apply_logits_processors(
+    logits_processor: LogitsProcessorList,
+    input_ids: torch.LongTensor,
+    scores: torch.FloatTensor,
+    prompt_index: torch.LongTensor,
+    batch_size: int,
+) -> torch.FloatTensor:
+    """Apply processors that ``generate`` built for ``batch_size`` rows (row b = prompt b) to rows of another layout.
+
+    ThinkMerge (N traces per prompt, fewer as traces finish) and RMOD (K branches per prompt) decode more rows than
+    ``generate`` prepared its processors for, and some processors hold one entry per prompt
+    (``RepetitionPenaltyLogitsProcessor.prompt_ignore_length``, the left padding of each prompt;
+    ``PrefixConstrainedLogitsProcessor``'s ``batch_id``; a user's processor with per-row state). Each processor sees
+    rows in the layout it was built for:
+
+    * processors that treat rows independently and keep no state (warpers, no-repeat n-gram, bad words, suppressed
+      tokens, sequence bias, min length, ...) are called once on all rows;
+    * ``RepetitionPenaltyLogitsProcessor`` with a per-prompt ``prompt_ignore_length`` is called once with that
+      tensor gathered for the rows (``prompt_ignore_length[prompt_index]``);
+    * every other processor is called once per replica with exactly ``batch_size`` rows in prompt order (replica r
+      holds the r-th row of each prompt; a prompt with fewer rows is filled with a copy of another row, whose
+      output is discarded).
+
+    Args:
+        logits_processor (`LogitsProcessorList`): as prepared by ``generate``.
+        input_ids (`torch.LongTensor` of shape `(num_rows, sequence_length)`).
+        scores (`torch.FloatTensor` of shape `(num_rows, vocab_size)`).
+        prompt_index (`torch.LongTensor` of shape `(num_rows,)`): the prompt (0 .. batch_size-1) of every row.
+        batch_size (`int`): the number of prompts ``generate`` prepared the processors for.
+
+    Returns:
+        `torch.FloatTensor` of shape `(num_rows, vocab_size)`.
+    """
+    num_rows = input_ids.shape[0]
+    if num_rows == batch_size and torch.equal(prompt_index, torch.arange(batch_size, device=prompt_index.device)):
+        return logits_processor(input_ids, scores)
+    replicas = None
+    for processor in logits_processor:
+        one = LogitsProcessorList([processor])  # keeps LogitsProcessorList's argument checks
+        if type(processor) in _ROW_LOCAL_PROCESSORS or (
+            type(processor) is RepetitionPenaltyLogitsProcessor
+            and not isinstance(processor.prompt_ignore_length, torch.Tensor)
+        ):
+            scores = one(input_ids, scores)
+        elif type(processor) is RepetitionPenaltyLogitsProcessor:
+            gathered = copy.copy(processor)
+            gathered.prompt_ignore_length = processor.prompt_ignore_length.to(prompt_index.device)[prompt_index]
+            scores = LogitsProcessorList([gathered])(input_ids, scores)
+        else:
+            if replicas is None:  # replica r = the r-th row of each prompt
+                one_hot = torch.nn.functional.one_hot(prompt_index, batch_size)
+                slot = (one_hot.cumsum(0) * one_hot).sum(-1) - 1
+                replicas = [(slot == r).nonzero().squeeze(1) for r in range(int(slot.max()) + 1)]
+            out = torch.empty_like(scores)
+            for rows in replicas:
+                prompts = prompt_index[rows]
+                ids = input_ids[rows[:1]].expand(batch_size, -1).clone()
+                ids[prompts] = input_ids[rows]
+                rep_scores = scores[rows[:1]].expand(batch_size, -1).clone()
+                rep_scores[prompts] = scores[rows]
+                out[rows] = one(ids, rep_scores)[prompts].to(out.dtype)
+            scores = out
+    return scores
+
+
+def check_processor_support(generation_config, method: str) -> None:
+    """Reject generation options whose processors keep state that cannot follow N rows per prompt.
+
+    Raises:
+        NotImplementedError: for ``guidance_scale != 1`` (classifier-free guidance runs its own batch of B
+            unconditional rows) and SynthID watermarking (per-row state across calls).
+    """
+    if generation_config.guidance_scale is not None and generation_config.guidance_scale != 1:
+        raise NotImplementedError(
+            f"`guidance_scale`={generation_config.guidance_scale} is not supported by {method}: classifier-free "
+            "guidance keeps its own cache of one unconditional row per prompt; remove `guidance_scale`."
+        )
+    watermark = getattr(generation_config, "watermarking_config", None)
+    if watermark is not None and type(watermark).__name__.startswith("SynthID"):
+        raise NotImplementedError(
+            f"SynthID `watermarking_config` is not supported by {method}: its processor keeps per-row state across "
+            "steps; remove `watermarking_config` (the stateless green-list `WatermarkingConfig` works)."
+        )
+
+
+def generate_call_argument(name: str):
+    """The value of argument ``name`` (e.g. ``"streamer"``) in the ``GenerationMixin.generate`` call that is running.
+
+    ``generate()`` does not forward ``streamer`` (a ``_sample`` argument) to a ``custom_generate`` callable; this
+    looks it up, read-only, in the calling ``generate`` frame a few frames up. ``None`` outside ``generate``.
+    """
+    generate_code = inspect.unwrap(GenerationMixin.generate).__code__
+    frame = inspect.currentframe()
+    try:
+        for _ in range(10):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return None
+            if frame.f_code is generate_code:
+                return frame.f_locals.get(name)
+        return None
+    finally:
+        del frame
+
+
+def route_tokenizer(model, kwargs: dict, tokenizer_argument: str | None = None) -> dict:
+    """Make ``generate(..., tokenizer=tok)`` work for a ``custom_generate`` callable (transformers 5.x drops it).
+
+    transformers pops ``tokenizer`` before calling a ``custom_generate`` callable and then cannot build the stop-string
+    criterion ("could not locate a tokenizer"). The name hook (``custom_generate="thinkmerge"`` / ``"rmod"``) and the
+    published folder's :func:`generate` see the tokenizer first and call this before re-entering ``generate``:
+
+    * stop strings (``stop_strings=`` or the generation config's) become a ``StopStringCriteria`` built with the
+      tokenizer, appended to ``stopping_criteria``; ``stop_strings=None`` is passed on;
+    * the tokenizer is passed to the callable as ``tokenizer_argument`` (ThinkMerge: ``think_end_tokenizer``).
+
+    Args:
+        model (`PreTrainedModel`): the model whose ``generation_config`` supplies default stop strings.
+        kwargs (`dict`): the ``generate`` arguments (modified in place and returned).
+        tokenizer_argument (`str`, *optional*): the callable's parameter that receives the tokenizer.
+
+    Raises:
+        ValueError: if ``tokenizer`` and ``tokenizer_argument`` name two different tokenizers.
+        NotImplementedError: for ``token_healing=True`` (heal the prompt first with ``model.heal_tokens``).
+    """
+    tokenizer = kwargs.pop("tokenizer", None)
+    if tokenizer_argument is not None:
+        alias = kwargs.get(tokenizer_argument)
+        if tokenizer is not None and alias is not None and alias is not tokenizer:
+            raise ValueError(f"`tokenizer` and `{tokenizer_argument}` are two different tokenizers; pass one of them.")
+        tokenizer = tokenizer if tokenizer is not None else alias
+        if tokenizer is not None:
+            kwargs[tokenizer_argument] = tokenizer
+    config = kwargs.get("generation_config")
+
+    def setting(key):
+        if key in kwargs:
+            return kwargs[key]
+        if config is not None and getattr(config, key, None) is not None:
+            return getattr(config, key)
+        return getattr(model.generation_config, key, None)
+
+    if setting("token_healing"):
+        raise NotImplementedError(
+            "`token_healing=True` is not supported with a `custom_generate` method (transformers does not pass the "
+            "tokenizer on); heal the prompt first with `model.heal_tokens(input_ids, tokenizer)`."
+        )
+    stop_strings = setting("stop_strings")
+    if stop_strings and tokenizer is not None:
+        criteria = StoppingCriteriaList(list(kwargs.get("stopping_criteria") or []))
+        criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stop_strings))
+        kwargs["stopping_criteria"] = criteria
+        kwargs["stop_strings"] = None
+    return kwargs
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # internals
 # ----------------------------------------------------------------------------------------------------------------
@@ -258,12 +451,13 @@ def _position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def _next_token_logits(model, input_ids, attention_mask, position_ids, cache) -> torch.Tensor:
+    """Last-position logits; with ``cache=None`` the whole sequence is run without a cache (``use_cache=False``)."""
     out = model(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
         cache=cache,
-        use_cache=True,
+        use_cache=cache is not None,
         logits_to_keep=1,
     )
     return out.logits[:, -1, :].to(dtype=torch.float32, copy=True)
@@ -312,24 +506,11 @@ def _answer_processors(model, logits_processor, generation_config, answer_cfg: d
 
 
 def _check_streamer():
-    # `generate()` never forwards its `streamer` to a custom_generate callable (it is a `_sample` argument), so look for
-    # it in the calling `GenerationMixin.generate` frame, a few frames up (read-only; nothing is modified).
-    generate_code = inspect.unwrap(GenerationMixin.generate).__code__
-    frame = inspect.currentframe()
-    try:
-        for _ in range(6):
-            frame = frame.f_back if frame is not None else None
-            if frame is None:
-                return
-            if frame.f_code is generate_code:
-                if frame.f_locals.get("streamer") is not None:
-                    raise NotImplementedError(
-                        "`streamer` is not supported by ThinkMerge (the answer is decoded only after all traces "
-                        "end); remove `streamer=` from the `generate` call."
-                    )
-                return
-    finally:
-        del frame
+    if generate_call_argument("streamer") is not None:
+        raise NotImplementedError(
+            "`streamer` is not supported by ThinkMerge (the answer is decoded only after all traces end); remove "
+            "`streamer=` from the `generate` call."
+        )
 
 
 def _validate(
@@ -392,6 +573,14 @@ def _validate(
     cache = model_kwargs.get("cache", model_kwargs.get("past_key_values"))
     if cache is not None and hasattr(cache, "get_seq_length") and cache.get_seq_length() > 0:
         raise NotImplementedError("ThinkMerge re-prefills its own caches; a pre-filled `cache` is not supported.")
+    implementation = generation_config.cache_implementation
+    if implementation not in (None, "dynamic") or isinstance(cache, StaticCache):
+        raise NotImplementedError(
+            f"`cache_implementation`={implementation!r} (cache {type(cache).__name__}) is not supported by "
+            "ThinkMerge: it builds its own DynamicCache for the N traces and the K answer contexts (whose number of "
+            "rows changes as traces finish). Remove `cache_implementation` / `cache`; `use_cache=False` is honoured."
+        )
+    check_processor_support(generation_config, "ThinkMerge")
 
 
 def _sample_traces(
@@ -406,15 +595,17 @@ def _sample_traces(
     ready_target,
     eos_ids,
     pad_token_id,
+    use_cache=True,
 ):
     """Stage I. Returns per-row generated tokens (R, T), body lengths, delimiter lengths, ready steps (-1: dropped)."""
     batch_size = input_ids.shape[0]
     device = input_ids.device
     rows = batch_size * num_rows
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config) if use_cache else None
     position_ids = _position_ids(attention_mask)
     logits = _next_token_logits(model, input_ids, attention_mask, position_ids, cache)
-    cache.batch_repeat_interleave(num_rows)  # prefill each prompt once, then share it with its N rows
+    if cache is not None:
+        cache.batch_repeat_interleave(num_rows)  # prefill each prompt once, then share it with its N rows
     logits = logits.repeat_interleave(num_rows, dim=0)
     prompt_ids = input_ids.repeat_interleave(num_rows, dim=0)
     mask = attention_mask.repeat_interleave(num_rows, dim=0)
@@ -429,7 +620,8 @@ def _sample_traces(
 
     for step in range(budget):
         current = torch.cat([prompt_ids[active], generated[active, :step]], dim=-1)
-        scores = logits_processor(current, logits)
+        # processors were built for B rows (row b = prompt b): apply them in that layout
+        scores = apply_logits_processors(logits_processor, current, logits, active // num_rows, batch_size)
         tokens = _choose(scores, do_sample)
         generated[active, step] = tokens
         matched = delimiter.match(generated, active, step + 1)
@@ -449,10 +641,15 @@ def _sample_traces(
             break
         active, tokens = active[keep], tokens[keep]
         if not keep.all():
-            cache.batch_select_indices(keep.nonzero().squeeze(1))
+            if cache is not None:
+                cache.batch_select_indices(keep.nonzero().squeeze(1))
             mask, next_position = mask[keep], next_position[keep]
         mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=-1)
-        logits = _next_token_logits(model, tokens[:, None], mask, next_position, cache)
+        if cache is not None:
+            logits = _next_token_logits(model, tokens[:, None], mask, next_position, cache)
+        else:  # use_cache=False: run the whole sequence again
+            full = torch.cat([prompt_ids[active], generated[active, : step + 1]], dim=-1)
+            logits = _next_token_logits(model, full, mask, _position_ids(mask), None)
         next_position = next_position + 1
 
     # traces still running at the budget: force-append the delimiter (they are ready at the budget)
@@ -490,18 +687,24 @@ def _answer_stage(
     pad_token_id,
     output_scores,
     output_logits,
+    use_cache=True,
 ):
     """Stage II: aligned re-prefill of the K contexts per prompt, then merged (or independent) decoding."""
     context_ids, context_mask, position_ids = left_pad(contexts, pad_token_id)
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config) if use_cache else None
     logits = _next_token_logits(model, context_ids, context_mask, position_ids, cache)
     next_position = position_ids[:, -1:] + 1
+    batch_size = prompts.shape[0]
     sequences = prompts if average else prompts.repeat_interleave(num_traces, dim=0)
+    # the processors' layout: row b = prompt b (independent answers have K rows per prompt)
+    prompt_index = torch.arange(batch_size, device=prompts.device)
+    if not average:
+        prompt_index = prompt_index.repeat_interleave(num_traces)
     unfinished = torch.ones(sequences.shape[0], dtype=torch.bool, device=sequences.device)
     all_scores, all_logits, answer = [], [], []
     while True:
         merged = merge_logits(logits, num_traces) if average else logits
-        scores = logits_processor(sequences, merged)
+        scores = apply_logits_processors(logits_processor, sequences, merged, prompt_index, batch_size)
         if output_scores:
             all_scores.append(scores)
         if output_logits:
@@ -516,7 +719,13 @@ def _answer_stage(
         # the same token is appended to all K contexts of the prompt
         feed = tokens.repeat_interleave(num_traces) if average else tokens
         context_mask = torch.cat([context_mask, context_mask.new_ones((len(feed), 1))], dim=-1)
-        logits = _next_token_logits(model, feed[:, None], context_mask, next_position, cache)
+        if cache is not None:
+            logits = _next_token_logits(model, feed[:, None], context_mask, next_position, cache)
+        else:  # use_cache=False: run every context + answer so far again
+            fed = torch.stack(answer, dim=1)
+            fed = fed.repeat_interleave(num_traces, dim=0) if average else fed
+            full = torch.cat([context_ids, fed], dim=-1)
+            logits = _next_token_logits(model, full, context_mask, _position_ids(context_mask), None)
         next_position = next_position + 1
     answer_ids = torch.stack(answer, dim=1)
     feed_all = answer_ids.repeat_interleave(num_traces, dim=0) if average else answer_ids
@@ -558,6 +767,18 @@ def thinkmerge(
     thinking settings), logits processors and stopping criteria, then calls this loop. Calling it directly requires
     those prepared objects.
 
+    **The tokenizer.** A string ``think_end`` and ``stop_strings`` need the tokenizer. The HF form is
+    ``generate(..., tokenizer=tok)``: it works with ``custom_generate="thinkmerge"`` (after ``import hfx``) and with
+    the published folder, which pass ``tok`` on as ``think_end_tokenizer`` and turn stop strings into a
+    ``StopStringCriteria``. transformers 5.x drops ``tokenizer=`` before calling a *callable* ``custom_generate``, so
+    with ``custom_generate=hfx.thinkmerge`` pass ``think_end_tokenizer=tok`` (an alias kept for this form) and, for
+    stop strings, ``stopping_criteria=StoppingCriteriaList([StopStringCriteria(tok, [...])])``.
+
+    **Processors and batching.** The processors ``generate`` builds (``repetition_penalty``, ``no_repeat_ngram_size``,
+    ``bad_words_ids``, ``min_new_tokens``, ``suppress_tokens``, ``sequence_bias``, ``prefix_allowed_tokens_fn``, yours)
+    always see rows in the layout they were built for, one row per prompt (:func:`apply_logits_processors`), though
+    stage I runs N rows per prompt. ``use_cache=False`` is honoured (every step re-runs the whole sequences).
+
     Args:
         model (`PreTrainedModel`): a decoder-only causal LM (``GenerationMixin``).
         input_ids (`torch.LongTensor` of shape `(batch_size, prompt_length)`): left-padded prompts.
@@ -584,7 +805,8 @@ def thinkmerge(
         answer_temperature (`float`, *optional*): answer temperature T (defaults to the thinking temperature).
         answer_top_k (`int`, *optional*): answer top-k (defaults to the thinking top-k).
         answer_top_p (`float`, *optional*): answer top-p (defaults to the thinking top-p).
-        think_end_tokenizer (*optional*): tokenizer for a string ``think_end`` (``generate`` consumes ``tokenizer=``).
+        think_end_tokenizer (*optional*): alias of ``generate``'s ``tokenizer=`` for the callable form, which
+            transformers does not pass ``tokenizer=`` to (see above).
         traces (`list[list[torch.LongTensor]]`, *optional*): skip stage I and answer from these traces (for each
             prompt K 1-D tensors ending with the delimiter, e.g. a previous output's ``traces``); this is how the
             baselines are compared on the same sampled traces.
@@ -599,8 +821,11 @@ def thinkmerge(
 
     Raises:
         ValueError: ``num_traces < 1``, ``num_candidates < num_traces``, an unknown ``merge``, a ``think_end`` that is
-            empty or tokenizes to nothing, ``num_beams > 1``, bad ``answer_*`` values.
-        NotImplementedError: ``streamer``, encoder-decoder models, non-text model inputs, a pre-filled cache.
+            empty or tokenizes to nothing, a string ``think_end`` without a tokenizer, ``num_beams > 1``, bad
+            ``answer_*`` values.
+        NotImplementedError: ``streamer``, encoder-decoder models, non-text model inputs, a pre-filled cache,
+            ``cache_implementation`` other than ``"dynamic"`` (e.g. ``"static"``), ``guidance_scale != 1``, SynthID
+            watermarking.
     """
     _check_streamer()
     if generation_config is None:
@@ -635,6 +860,7 @@ def thinkmerge(
         pad_token_id = eos_ids[0] if eos_ids else 0
     pad_token_id = int(pad_token_id.item() if isinstance(pad_token_id, torch.Tensor) else _token_list(pad_token_id)[0])
     batch_size, prompt_length = input_ids.shape
+    use_cache = model_kwargs.get("use_cache", generation_config.use_cache) is not False
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
@@ -655,6 +881,7 @@ def thinkmerge(
             num_traces if merge == "early_ready" else None,
             eos_ids,
             pad_token_id,
+            use_cache=use_cache,
         )
         forced_ids = torch.tensor(delimiter.forced_ids, dtype=torch.long, device=input_ids.device)
         min_repeats = 3 if trim_repetitions is True else int(trim_repetitions)
@@ -722,6 +949,7 @@ def thinkmerge(
             pad_token_id,
             bool(generation_config.output_scores),
             bool(generation_config.output_logits),
+            use_cache=use_cache,
         )
         contexts = contexts.view(batch_size, num_traces, -1)
 
@@ -740,18 +968,25 @@ def thinkmerge(
     )
 
 
-def generate(model, *args, **kwargs):
+def generate(*args, model=None, **kwargs):
     """Entry point of the folder form (``custom_generate/generate.py``): ``generate`` with :func:`thinkmerge`.
 
     transformers calls it as ``generate(model=model, inputs=..., generation_config=..., **user_kwargs)`` for
-    ``model.generate(custom_generate="<folder or repo>", trust_remote_code=True, ...)``. It re-enters
-    ``GenerationMixin.generate`` with the :func:`thinkmerge` callable, so inputs, processors and stopping criteria are
-    prepared as usual. A ``tokenizer=`` argument is used as ``think_end_tokenizer``.
+    ``model.generate(custom_generate="<folder or repo>", trust_remote_code=True, ...)``, and as
+    ``generate(*user_args, model=model, **user_kwargs)`` after ``from_pretrained(repo, trust_remote_code=True)`` made
+    it the model's ``generate``. It re-enters the class's ``generate`` with the :func:`thinkmerge` callable, so inputs,
+    processors and stopping criteria are prepared as usual. ``tokenizer=`` is used for a string ``think_end`` and for
+    ``stop_strings`` (:func:`route_tokenizer`). A ``custom_generate=`` argument runs that method instead.
     """
-    if kwargs.get("tokenizer") is not None and kwargs.get("think_end_tokenizer") is None:
-        kwargs["think_end_tokenizer"] = kwargs["tokenizer"]
-    kwargs.pop("tokenizer", None)
-    return GenerationMixin.generate(model, *args, custom_generate=thinkmerge, **kwargs)
+    if model is None:
+        if not args:
+            raise TypeError("generate() needs the model (`model=` or the first positional argument)")
+        model, args = args[0], args[1:]
+    custom_generate = kwargs.pop("custom_generate", None)
+    if custom_generate is not None:  # the user asked for another method on a model whose `generate` is this one
+        return type(model).generate(model, *args, custom_generate=custom_generate, **kwargs)
+    kwargs = route_tokenizer(model, kwargs, "think_end_tokenizer")
+    return type(model).generate(model, *args, custom_generate=thinkmerge, **kwargs)
 
 
 __all__ = [
@@ -759,9 +994,13 @@ __all__ = [
     "MERGE_MODES",
     "Delimiter",
     "ThinkMergeOutput",
+    "apply_logits_processors",
+    "check_processor_support",
     "generate",
+    "generate_call_argument",
     "left_pad",
     "merge_logits",
+    "route_tokenizer",
     "thinkmerge",
     "trim_repetitive_suffix",
 ]

@@ -9,6 +9,10 @@ Layout (transformers' ``custom_generate`` convention)::
 
 Load it by local path with ``model.generate(custom_generate=str(out_dir), trust_remote_code=True, ...)`` or push it
 with ``hfx publish thinkmerge --out DIR --push ORG/NAME``.
+
+The repo id must not be one of hfx's ``custom_generate`` names (``"thinkmerge"``, ``"hfx/thinkmerge"``, ...): in a
+process that imported hfx those names resolve to the in-package method before any Hub repo (see
+:mod:`hfx.generation.registry` for the resolution order), so such a repo's own code would never run there.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from . import generate as _generate_module
 
 
 ARXIV_ID = "2512.02874"
+DEFAULT_REPO_ID = "your-username/thinkmerge"
+"""The placeholder repo id of the card's example: not an hfx ``custom_generate`` name, so it cannot be shadowed."""
 
 
 def generate_source_path() -> Path:
@@ -27,23 +33,32 @@ def generate_source_path() -> Path:
     return Path(_generate_module.__file__)
 
 
-def publish(out_dir: str | Path, source: str | Path | None = None, repo_id: str = "hfx/thinkmerge", **kwargs) -> Path:
+def publish(out_dir: str | Path, source: str | Path | None = None, repo_id: str = DEFAULT_REPO_ID, **kwargs) -> Path:
     """Write the Hub-ready ThinkMerge folder.
 
     Args:
         out_dir (`str` or `Path`): destination (created).
         source (`str` or `Path`, *optional*): a model folder whose files (config, weights, tokenizer) are copied into
             ``out_dir`` so the repo is a model with ThinkMerge as its ``custom_generate``.
-        repo_id (`str`, *optional*, defaults to `"hfx/thinkmerge"`): the id shown in the card's example.
+        repo_id (`str`, *optional*, defaults to `"your-username/thinkmerge"`): the id shown in the card's example
+            (``hfx publish thinkmerge --push ORG/NAME`` passes ``ORG/NAME``).
         **kwargs: extra template variables for the card.
 
     Returns:
         `Path`: ``out_dir``.
 
     Raises:
-        ValueError: if ``source`` is given but is not a folder.
+        ValueError: if ``source`` is given but is not a folder, or ``repo_id`` is an hfx ``custom_generate`` name.
     """
+    from hfx.generation.registry import CUSTOM_GENERATE_NAMES
     from hfx.hub import card_data, write_model_card
+
+    if repo_id in CUSTOM_GENERATE_NAMES:
+        raise ValueError(
+            f"`repo_id`={repo_id!r} is an hfx custom_generate name: where hfx is imported, "
+            f"`custom_generate={repo_id!r}` runs the in-package ThinkMerge, never this repo's code. Pick another id "
+            f"(e.g. {DEFAULT_REPO_ID!r})."
+        )
 
     out_dir = Path(out_dir)
     base_model = None
@@ -80,4 +95,4 @@ def _base_model_of(folder: Path) -> str | None:
     return name if name and "/" in name and not Path(name).exists() else None
 
 
-__all__ = ["ARXIV_ID", "generate_source_path", "publish"]
+__all__ = ["ARXIV_ID", "DEFAULT_REPO_ID", "generate_source_path", "publish"]
