@@ -30,7 +30,8 @@ positions only (the last position is still the last input token), so FastV is fo
 Unsupported, with a clear error: static / sliding-window / quantized / offloaded caches and compiled forwards
 (``cache_implementation="static"``, ``torch.compile``), flash / flex attention (no 4-D mask to slice), right padding
 (the last position must be a real token), image tokens after a non-empty cache (multi-turn cache reuse), and caches
-cropped behind the hooks' back (assisted decoding). Beam search is supported (the model's ``_reorder_cache``).
+cropped behind the hooks' back (assisted decoding). Beam search works: the beams of one prompt share its kept set,
+so reordering the cache among them needs no change to the kept-position map.
 """
 
 from __future__ import annotations
@@ -64,12 +65,6 @@ class FastVState:
         self.cache_ref = None
         self.kv_index = self.kv_valid = None
         self.prefill_len = self.pruned_len = self.past_len = None
-
-    def reorder(self, beam_idx: torch.Tensor) -> None:
-        """Follow the cache's batch reordering (beam search)."""
-        if self.kv_index is not None:
-            idx = beam_idx.to(self.kv_index.device)
-            self.kv_index, self.kv_valid = self.kv_index[idx], self.kv_valid[idx]
 
 
 def _layers(inner):

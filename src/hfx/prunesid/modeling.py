@@ -394,17 +394,7 @@ def _with_model(stock_pretrained, model_cls, config_cls):
     return __init__
 
 
-class _ReorderMixin:
-    def _reorder_cache(self, cache, beam_idx):
-        """Beam search: reorder the cache (as ``generate`` does without this method) and FastV's kept-position map."""
-        cache.reorder_cache(beam_idx)
-        state = getattr(self.model, "_hfx_fastv", None)
-        if state is not None:
-            state.reorder(beam_idx)
-        return cache
-
-
-class PruneSIDLlavaForConditionalGeneration(_ReorderMixin, LlavaForConditionalGeneration):
+class PruneSIDLlavaForConditionalGeneration(LlavaForConditionalGeneration):
     """``LlavaForConditionalGeneration`` with PruneSID visual-token pruning (``self.model`` is
     :class:`PruneSIDLlavaModel`). Loads stock llava-hf checkpoints with every weight (conversion mapping registered).
 
@@ -421,14 +411,14 @@ class PruneSIDLlavaForConditionalGeneration(_ReorderMixin, LlavaForConditionalGe
     __init__ = _with_model(LlavaPreTrainedModel, PruneSIDLlavaModel, PruneSIDLlavaConfig)
 
 
-class PruneSIDLlavaNextForConditionalGeneration(_ReorderMixin, LlavaNextForConditionalGeneration):
+class PruneSIDLlavaNextForConditionalGeneration(LlavaNextForConditionalGeneration):
     """``LlavaNextForConditionalGeneration`` with per-crop PruneSID pruning (:class:`PruneSIDLlavaNextModel`)."""
 
     config_class = PruneSIDLlavaNextConfig
     __init__ = _with_model(LlavaNextPreTrainedModel, PruneSIDLlavaNextModel, PruneSIDLlavaNextConfig)
 
 
-class PruneSIDLlavaNextVideoForConditionalGeneration(_ReorderMixin, LlavaNextVideoForConditionalGeneration):
+class PruneSIDLlavaNextVideoForConditionalGeneration(LlavaNextVideoForConditionalGeneration):
     """``LlavaNextVideoForConditionalGeneration`` with per-crop / per-frame pruning (:class:`PruneSIDLlavaNextVideoModel`)."""
 
     config_class = PruneSIDLlavaNextVideoConfig

@@ -6,11 +6,13 @@ After ``import hfx``, a folder saved from a pruned model (``"model_type": "prune
 loading as the stock classes (only new model types are added, nothing is replaced).
 
 ``import hfx`` must not import transformers, so :func:`register` runs from post-import hooks
-(:func:`hfx._import_hooks.when_imported`) on the transformers modules it needs: the Auto modules and the LLaVA
-configuration / modeling / processing modules. Each call registers what is ready and waits for the rest: a piece is
-ready when its Auto module is loaded and none of the LLaVA modules it subclasses is half-way through its own import
-(e.g. ``modeling_llava`` imports ``transformers.models.auto`` before it defines its classes, so the hook of the Auto
-module can fire while ``modeling_llava`` is incomplete; registration then waits for ``modeling_llava``'s own hook).
+(:func:`hfx._import_hooks.when_imported`) on the transformers modules it needs: the Auto modules, the LLaVA
+configuration / modeling / processing modules and a few outer modules (``modeling_utils``, ``pipelines``, ...).
+Each call registers what is ready and waits for the rest: a piece waits while a module it depends on is half-way
+through its import (found as a ``<module>`` frame on the stack: e.g. ``modeling_llava`` imports
+``transformers.models.auto`` before it defines its classes, so the Auto module's hook can fire while
+``modeling_llava`` is incomplete; registration then happens at ``modeling_llava``'s own hook). Nothing is registered
+while any transformers import is in progress (even the LLaVA config modules read the Auto model mappings).
 Every registration uses ``exist_ok=True``, so calling :func:`register` again is harmless.
 """
 
@@ -39,13 +41,26 @@ AUTO_MODULES = {
     "models": (_T + "auto.modeling_auto", "AutoModelForImageTextToText"),
     "processors": (_T + "auto.processing_auto", "AutoProcessor"),
 }
-# every module whose import should (re)try the registration: see `hfx/__init__.py`
+# every module whose import should (re)try the registration: see `hfx/__init__.py`. The infrastructure modules are
+# there because they are often the outer, still incomplete import when an Auto module's hook fires first; their
+# completion retries.
 TRIGGER_MODULES = (
     *(module for module, _ in AUTO_MODULES.values()),
     *CONFIG_MODULES,
     *MODELING_MODULES,
     *PROCESSING_MODULES,
+    _T + "auto.tokenization_auto",
+    _T + "auto.image_processing_auto",
+    _T + "auto.feature_extraction_auto",
+    _T + "auto.video_processing_auto",
+    "transformers.configuration_utils",
+    "transformers.modeling_utils",
+    "transformers.processing_utils",
+    "transformers.generation.utils",
+    "transformers.pipelines",
+    "transformers.trainer",
 )
+_PACKAGES = ("transformers", "huggingface_hub")
 
 _DONE: set[str] = set()
 _RUNNING = False  # re-entrancy guard: registering imports LLaVA modules whose own hooks call `register` again
@@ -62,10 +77,29 @@ def _not_half_imported(modules: dict[str, str]) -> bool:
     return all(module not in sys.modules or _defined(module, name) for module, name in modules.items())
 
 
-def _ready(piece: str) -> bool:
+def _outer_imports() -> set[str]:
+    """transformers / huggingface_hub modules whose import is in progress *around* this call.
+
+    A module that is half-way through its import has its ``<module>`` frame on the stack (suspended at an import
+    statement). A post-import hook runs after its own module's code has returned, so that module is complete and
+    not listed.
+    """
+    names, frame = set(), sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            name = frame.f_globals.get("__name__", "")
+            if name.split(".", 1)[0] in _PACKAGES:
+                names.add(name)
+        frame = frame.f_back
+    return names
+
+
+def _ready(piece: str, outer: set[str]) -> bool:
     auto_module, auto_name = AUTO_MODULES[piece]
     if not _defined(auto_module, auto_name):
         return False
+    if outer:  # even the LLaVA config modules reach into half of transformers (their docstring decorator
+        return False  # reads the Auto model mappings): wait until no transformers import is in progress
     needs = dict(CONFIG_MODULES)
     if piece == "models":
         needs.update(MODELING_MODULES)
@@ -114,12 +148,13 @@ _STEPS = {"configs": register_configs, "models": register_models, "processors": 
 def register() -> None:
     """Register whatever is ready (configs first, then models and processors); safe to call any number of times."""
     global _RUNNING
-    if _RUNNING:
+    if _RUNNING:  # re-entrant call from a hook fired by our own imports
         return
     _RUNNING = True
     try:
+        outer = _outer_imports()
         for piece, step in _STEPS.items():
-            if piece not in _DONE and _ready(piece):
+            if piece not in _DONE and _ready(piece, outer):
                 step()
                 _DONE.add(piece)
     finally:

@@ -202,8 +202,9 @@ def allocate_quotas(
       ``argsort(k, descending=True)``.
     * ``"float64"``: the same formula in float64 with a stable sort (ties in ``k_g`` walked by group index).
 
-    float32 rounding moves a cumulative boundary across ``x.5`` in about 4% of random cases (one token moves between
-    two groups); ties in ``k_g`` are walked in a different order by the two sorts.
+    float32 rounding moves a cumulative boundary across ``x.5`` in a small share of cases (one token moves between
+    two groups: 42 of 10,209 random quota problems in our check, e.g. ``k = (1, 4, 1)``, N = 13). The sort only
+    orders groups with equal ``k_g`` in the deficit walk; in our searches it never changed a quota.
 
     Args:
         group_sizes (`torch.Tensor` of shape `(batch_size, K)`): n_g.
