@@ -986,6 +986,24 @@ def test_stock_folders_still_load_as_stock_classes(llava, tmp_path):
     assert type(AutoProcessor.from_pretrained(tmp_path)) is LlavaProcessor
 
 
+def test_registration_waits_while_a_transformers_import_is_in_progress():
+    """Registration runs from post-import hooks; it must not import LLaVA classes while an outer transformers module
+    is half-way through its code (found as a `<module>` frame on the stack), e.g. `modeling_llava` importing
+    `transformers.models.auto` before defining its classes."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: F401  (load the Auto modules)
+
+    import hfx.prunesid.registration as registration
+
+    assert registration.registered() == {"configs", "models", "processors"}
+    scope = {"__name__": "transformers.models.fake_half_imported", "registration": registration}
+    exec(compile("outer = registration._outer_imports()", "<fake>", "exec"), scope)  # runs as a `<module>` frame
+    assert scope["outer"] == {"transformers.models.fake_half_imported"}
+    assert registration._outer_imports() == set()  # nothing half-imported around the test itself
+    for piece in ("configs", "models", "processors"):
+        assert not registration._ready(piece, scope["outer"])
+        assert registration._ready(piece, set())
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # issue 12, item 17: FastV (decoder-layer pre-hooks)
 
