@@ -89,3 +89,12 @@ __all__ = [
     "PruneSIDLlavaNextVideoConfig",
     "as_prunesid_config",
 ]
+
+
+def _register_with_auto_classes() -> None:  # see hfx.prunesid.registration (waits while imports are in progress)
+    from .registration import register
+
+    register()
+
+
+_register_with_auto_classes()

@@ -469,3 +469,12 @@ __all__ = [
     "cls_attention_and_keys",
     "register_conversion_mappings",
 ]
+
+
+def _register_with_auto_classes() -> None:  # see hfx.prunesid.registration (waits while imports are in progress)
+    from .registration import register
+
+    register()
+
+
+_register_with_auto_classes()

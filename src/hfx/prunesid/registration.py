@@ -94,10 +94,17 @@ def _outer_imports() -> set[str]:
     return names
 
 
+# our own modules that register() imports; each calls register() as its last statement, so a registration that had to
+# wait for one of them (half-imported: no `__all__` yet) happens when it completes
+OWN_MODULES = ("hfx.prunesid.configuration", "hfx.prunesid.modeling", "hfx.prunesid.processing")
+
+
 def _ready(piece: str, outer: set[str]) -> bool:
     auto_module, auto_name = AUTO_MODULES[piece]
     if not _defined(auto_module, auto_name):
         return False
+    if any(m in sys.modules and "__all__" not in vars(sys.modules[m]) for m in OWN_MODULES):
+        return False  # one of our modules is half-way through its import; it calls register() when done
     if outer:  # even the LLaVA config modules reach into half of transformers (their docstring decorator
         return False  # reads the Auto model mappings): wait until no transformers import is in progress
     needs = dict(CONFIG_MODULES)
