@@ -992,11 +992,12 @@ def test_registration_waits_while_a_transformers_import_is_in_progress():
     `transformers.models.auto` before defining its classes."""
     from transformers import AutoModelForImageTextToText, AutoProcessor  # noqa: F401  (load the Auto modules)
 
-    import hfx.prunesid.registration as registration
+    from hfx.prunesid import registration
 
     assert registration.registered() == {"configs", "models", "processors"}
     scope = {"__name__": "transformers.models.fake_half_imported", "registration": registration}
-    exec(compile("outer = registration._outer_imports()", "<fake>", "exec"), scope)  # runs as a `<module>` frame
+    # a constant snippet run as a `<module>` frame of a fake, half-imported transformers module
+    exec(compile("outer = registration._outer_imports()", "<fake>", "exec"), scope)  # noqa: S102
     assert scope["outer"] == {"transformers.models.fake_half_imported"}
     assert registration._outer_imports() == set()  # nothing half-imported around the test itself
     for piece in ("configs", "models", "processors"):
