@@ -7,7 +7,11 @@ language model (hidden 4096, MLP 11008, 32 heads) with only a few layers, random
   576 tokens of stock LLaVA, and the ratio of the measured speed-up to the token-count bound
   ``(text + 576) / (text + N)``;
 * selection time of each method (PruneSID incl. its CLS-attention recomputation, random, pooling, VisionZip, DivPrune
-  incl. its projector pass) relative to the vision-tower time.
+  incl. its projector pass) relative to the vision-tower time;
+* FastV (``method="fastv"``, K = ``--fastv-k``): prefill through the hooked inner model (text + 576 image
+  placeholders, precomputed image features) keeping N image tokens from layer K on, vs the same call with pruning
+  off, on an LM of ``--fastv-text-layers`` layers (FastV needs layers after K); its bound is the token-layer count
+  ``L·(text+576) / (K·(text+576) + (L-K)·(text+N))``.
 
 Writes ``benchmarks/results/prunesid_prefill.json``. Run: ``python benchmarks/prunesid_prefill.py`` (~3-5 min on
 2 CPU cores).
@@ -39,7 +43,7 @@ def timed(fn, reps):
     return statistics.median(times)
 
 
-def build(args):
+def build(args, vision_layers=None, text_layers=None):
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig
 
     from hfx.prunesid import PruneSIDLlavaForConditionalGeneration
@@ -47,7 +51,7 @@ def build(args):
     vision = CLIPVisionConfig(
         hidden_size=1024,
         intermediate_size=4096,
-        num_hidden_layers=args.vision_layers,
+        num_hidden_layers=args.vision_layers if vision_layers is None else vision_layers,
         num_attention_heads=16,
         image_size=336,
         patch_size=14,
@@ -57,7 +61,7 @@ def build(args):
         vocab_size=1000,
         hidden_size=args.text_hidden,
         intermediate_size=args.text_intermediate,
-        num_hidden_layers=args.text_layers,
+        num_hidden_layers=args.text_layers if text_layers is None else text_layers,
         num_attention_heads=32,
         num_key_value_heads=32,
         max_position_embeddings=2048,
@@ -90,6 +94,8 @@ def main():
         help="torch threads (default 1: on the shared, oversubscribed 2-core machine, 2 threads made small GEMMs "
         "~1.7x less efficient than large ones, which measures contention rather than pruning; 0 = torch default)",
     )
+    parser.add_argument("--fastv-text-layers", type=int, default=4, help="LM layers for the FastV rows (> K)")
+    parser.add_argument("--fastv-k", type=int, default=2, help="FastV's K (default 2)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "prunesid_prefill.json"))
     args = parser.parse_args()
 
@@ -162,6 +168,8 @@ def main():
             f"N={n}: prefill speed-up {speedup:.2f}x (bound {bound:.2f}x, ratio {speedup / bound:.3f}); "
             f"tower+selection+prefill speed-up {rows[n]['ttft_speedup_prunesid']:.2f}x"
         )
+    model = inner = lm = embeds = None  # free the first model before building the FastV one
+    fastv = fastv_rows(args)
     key = 64 if 64 in rows else args.budgets[0]
     result = {
         "metric": f"prefill speed-up at {key} visual tokens / token-count bound ((text+576)/(text+{key}))",
@@ -169,6 +177,8 @@ def main():
         "goal": ">= 0.9",
         "selection_overhead": round(selection[f"prunesid@{key}"]["overhead_vs_tower"], 4),
         "selection_overhead_goal": "<= 0.05 (PruneSID selection time / vision-tower time)",
+        "fastv_speedup_over_bound": round(fastv["budgets"][str(key)]["speedup_over_bound"], 4),
+        "fastv_goal": ">= 0.9 (FastV prefill speed-up / its token-layer bound, same budget)",
         "command": "python benchmarks/prunesid_prefill.py "
         + " ".join(
             f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
@@ -189,11 +199,56 @@ def main():
             "prefill_s": {str(k): v for k, v in prefill.items()},
             "budgets": {str(k): v for k, v in rows.items()},
             "selection": selection,
+            "fastv": fastv,
         },
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("metric", "value", "goal", "selection_overhead")}, indent=2))
+    keys = ("metric", "value", "goal", "selection_overhead", "fastv_speedup_over_bound")
+    print(json.dumps({k: result[k] for k in keys}, indent=2))
+
+
+def fastv_rows(args) -> dict:
+    """FastV prefill (hooked inner model, pruning off vs N kept from layer K), interleaved; see the module docstring."""
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    from hfx.prunesid import PruneSIDConfig
+
+    layers, k, text = args.fastv_text_layers, args.fastv_k, args.text_tokens
+    model = build(args, vision_layers=1, text_layers=layers)  # the tower is not run: features are given
+    inner = model.model
+    image_id = model.config.image_token_index
+    before = 5  # text tokens before the image, as in "USER: <image>\n..."
+    ids = torch.cat([torch.arange(1, before + 1), torch.full((576,), image_id), torch.arange(10, 10 + text - before)])[
+        None
+    ]
+    feats = {"image": BaseModelOutputWithPooling(pooler_output=[torch.randn(576, args.text_hidden) * 0.02])}
+    settings = {"576": None}
+    settings.update(
+        {str(n): PruneSIDConfig(num_visual_tokens=n, method="fastv", fastv_k=k).to_dict() for n in args.budgets}
+    )
+
+    def run(name):
+        model.config.prunesid = settings[name]
+        inner(input_ids=ids, mm_encoder_outputs=feats, use_cache=True)
+
+    for name in settings:  # warm-up
+        run(name)
+    times = {name: [] for name in settings}
+    for _ in range(args.reps):
+        for name in settings:
+            t0 = time.perf_counter()
+            run(name)
+            times[name].append(time.perf_counter() - t0)
+    prefill = {name: statistics.median(v) for name, v in times.items()}
+    budgets = {}
+    for n in args.budgets:
+        bound = layers * (text + 576) / (k * (text + 576) + (layers - k) * (text + n))
+        speedup = prefill["576"] / prefill[str(n)]
+        budgets[str(n)] = {"prefill_s": prefill[str(n)], "speedup": speedup, "bound": bound}
+        budgets[str(n)]["speedup_over_bound"] = speedup / bound
+        print(f"FastV K={k}, N={n} of 576, {layers} LM layers: prefill speed-up {speedup:.2f}x (bound {bound:.2f}x)")
+    return {"text_layers": layers, "k": k, "prefill_576_s": prefill["576"], "budgets": budgets}
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def main():
     parser = argparse.ArgumentParser(description="PruneSID vs unpruned LLaVA-1.5 on a synthetic VQA set")
     parser.add_argument("--model", default="llava-hf/llava-1.5-7b-hf", help="llava-hf LLaVA-1.5 id/folder or 'tiny'")
     parser.add_argument("--budgets", type=int, nargs="+", default=[192, 128, 64])
-    parser.add_argument("--method", default="prunesid", help="prunesid, random, pooling, visionzip, divprune")
+    parser.add_argument("--method", default="prunesid", help="prunesid, random, pooling, visionzip, divprune or fastv")
+    parser.add_argument("--fastv-k", type=int, default=2, help="FastV's K (only with --method fastv; < LM layers)")
     parser.add_argument("--limit", type=int, default=12, help="number of questions")
     parser.add_argument("--max-new-tokens", type=int, default=8)
     args = parser.parse_args()
@@ -99,7 +100,8 @@ def main():
     ref, ref_s = answers(model, base_proc)
     results = {"unpruned": {"accuracy": sum(a in r for r, (_, _, a) in zip(ref, data)) / len(data), "seconds": ref_s}}
     for n in args.budgets:
-        model, proc = apply(model, processor, num_visual_tokens=n, method=args.method)
+        extra = {"fastv_k": args.fastv_k} if args.method == "fastv" else {}
+        model, proc = apply(model, processor, num_visual_tokens=n, method=args.method, **extra)
         got, s = answers(model, proc)
         results[f"{args.method}@{n}"] = {
             "accuracy": sum(a in g for g, (_, _, a) in zip(got, data)) / len(data),

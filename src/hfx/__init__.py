@@ -3,7 +3,7 @@
 The package root only re-exports. Public names resolve lazily (PEP 562), so ``import hfx`` imports neither torch nor
 transformers, and never trl, peft, diffusers, datasets or matplotlib: those load when their feature is first used.
 
-On import, hfx arranges two small, documented, reversible registrations (via :mod:`hfx._import_hooks`, which runs
+On import, hfx arranges three small, documented registrations (via :mod:`hfx._import_hooks`, which runs
 them the moment the library they extend is imported, or at once if it already is):
 
 * :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
@@ -11,6 +11,9 @@ them the moment the library they extend is imported, or at once if it already is
   before. It is installed when ``transformers.generation.utils`` is imported (before any model can generate).
 * :func:`hfx._import_hooks.when_imported` registers the SLAO tuner with PEFT's type mappings the moment ``peft`` is
   first imported (or at once if it already is), so a saved SLAO adapter loads with plain ``PeftModel.from_pretrained``.
+* :func:`hfx.prunesid.registration.register` adds the PruneSID LLaVA model types (``prunesid_llava``, ...) to
+  transformers' ``AutoConfig`` / ``AutoModel`` / ``AutoModelForImageTextToText`` / ``AutoProcessor`` once those Auto
+  modules are imported, so a saved pruned folder loads as the pruned classes; stock model types are not touched.
 """
 
 from typing import TYPE_CHECKING
@@ -76,3 +79,13 @@ from ._import_hooks import when_imported as _when_imported  # noqa: E402
 
 _when_imported("transformers.generation.utils", "hfx.generation.registry:install_custom_generate_names")
 _when_imported("peft", "hfx.tuners.slao.registration:register")
+
+
+def _register_prunesid_with_auto_classes() -> None:
+    from .prunesid.registration import TRIGGER_MODULES
+
+    for module in TRIGGER_MODULES:
+        _when_imported(module, "hfx.prunesid.registration:register")
+
+
+_register_prunesid_with_auto_classes()

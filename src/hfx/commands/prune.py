@@ -15,7 +15,10 @@ def add_arguments(parser) -> None:
         help="a llava-hf LLaVA-1.5 checkpoint (Hub id or folder); default: a tiny random LLaVA (24x24 patches)",
     )
     parser.add_argument(
-        "--method", default="prunesid", help="prunesid, random, pooling, visionzip or divprune (default prunesid)"
+        "--method",
+        default="prunesid",
+        help="prunesid, random, pooling, visionzip or divprune (default prunesid); fastv prunes inside the LLM, per "
+        "prompt, so it has no per-image picture",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the randomised PCA / random baseline")
     parser.add_argument("--out", default=None, help="output PNG (default: <image>_prunesid.png)")
@@ -29,6 +32,11 @@ def run(args) -> int:
 
     from hfx.prunesid import apply, visualize
 
+    if args.method == "fastv":
+        raise ValueError(
+            "`--method fastv` drops tokens inside the LLM by the prompt's attention, so there is no pre-LLM selection "
+            "to draw; use hfx.prunesid.apply(model, processor, method='fastv') for generation"
+        )
     try:
         image = Image.open(args.image).convert("RGB")
     except UnidentifiedImageError as err:

@@ -8,9 +8,12 @@ Public API (imported lazily, PEP 562):
   :func:`allocate_quotas`, :func:`redundancy`, :func:`dynamic_budget`, :func:`information_score`,
   :func:`prunesid_select_qwen2vl`, :func:`qwen2vl_budget`.
 * baselines: :func:`reduce_visual_tokens`, :func:`random_select`, :func:`pooling_select`,
-  :func:`visionzip_select`, :func:`divprune_select`.
+  :func:`visionzip_select`, :func:`divprune_select`; FastV inside the LLM (``method="fastv"``):
+  :func:`install_fastv_hooks`, :func:`remove_fastv_hooks`, :func:`last_token_attention`.
 * model / processor classes: ``PruneSIDLlava[Next|NextVideo]ForConditionalGeneration``, ``PruneSIDLlava[Next]Model``,
   ``PruneSIDLlava[Next]Processor``; :func:`prepare_dynamic_inputs` for PruneSID-Dyn.
+* HF configs with their own model types (registered with the Auto classes on ``import hfx``):
+  ``PruneSIDLlava[Next|NextVideo]Config``.
 * :func:`visualize` -- the image with kept patches highlighted.
 """
 
@@ -48,6 +51,12 @@ _LAZY = {
     "PruneSIDLlavaProcessor": "hfx.prunesid.processing",
     "PruneSIDLlavaNextProcessor": "hfx.prunesid.processing",
     "num_video_tokens": "hfx.prunesid.processing",
+    "PruneSIDLlavaConfig": "hfx.prunesid.configuration",
+    "PruneSIDLlavaNextConfig": "hfx.prunesid.configuration",
+    "PruneSIDLlavaNextVideoConfig": "hfx.prunesid.configuration",
+    "install_fastv_hooks": "hfx.prunesid.fastv",
+    "remove_fastv_hooks": "hfx.prunesid.fastv",
+    "last_token_attention": "hfx.prunesid.fastv",
     "apply": "hfx.prunesid.api",
     "prepare_dynamic_inputs": "hfx.prunesid.api",
     "visualize": "hfx.prunesid.visualization",

@@ -11,16 +11,22 @@ def apply(model, processor=None, num_visual_tokens: int | None = 64, **config_kw
     """Enable PruneSID (or a baseline) on an existing LLaVA / LLaVA-NeXT / LLaVA-NeXT-Video model and processor.
 
     The model's class (and its inner ``model``'s) is switched to the hfx subclass -- a documented, reversible
-    ``__class__`` swap to a subclass that adds no parameters -- and ``model.config.prunesid`` is set. Calling again
-    with ``num_visual_tokens=None`` disables pruning (the model then behaves exactly as the stock class).
+    ``__class__`` swap to a subclass that adds no parameters -- its config to the matching
+    :mod:`hfx.prunesid.configuration` class (model type ``prunesid_llava``, ... so a saved folder reloads as the
+    pruned class through the Auto classes), ``model.config.prunesid`` is set and the FastV hooks (inactive unless
+    ``method="fastv"``) are installed. Calling again with ``num_visual_tokens=None`` disables pruning (the model then
+    behaves exactly as the stock class).
 
     Args:
         model: a ``LlavaForConditionalGeneration``, ``LlavaNextForConditionalGeneration`` or
             ``LlavaNextVideoForConditionalGeneration`` (or the matching hfx class).
         processor (*optional*): the matching ``LlavaProcessor`` / ``LlavaNextProcessor``; a PruneSID processor
-            sharing its image processor and tokenizer is returned.
-        num_visual_tokens (`int`, *optional*, defaults to 64): N per image / crop / frame; `None` disables.
-        **config_kwargs: other :class:`PruneSIDConfig` fields (``method="divprune"``, ``score=...``, ...).
+            sharing its image processor and tokenizer is returned. With ``method="fastv"`` it emits the stock
+            placeholder counts (FastV prunes inside the LLM).
+        num_visual_tokens (`int`, *optional*, defaults to 64): N per image / crop / frame; `None` disables (for
+            ``method="fastv"`` pass `None` together with ``fastv_ratio=R``).
+        **config_kwargs: other :class:`PruneSIDConfig` fields (``method="divprune"``, ``score=...``,
+            ``fastv_k=2``, ...).
 
     Returns:
         `(model, processor)` (processor `None` if none was given).
@@ -28,32 +34,44 @@ def apply(model, processor=None, num_visual_tokens: int | None = 64, **config_kw
     Raises:
         TypeError: for an unsupported model or processor class.
         ValueError: for invalid settings (see :class:`PruneSIDConfig`).
+
+    Example:
+        ```py
+        >>> model, processor = apply(model, processor, num_visual_tokens=64)                  # PruneSID
+        >>> model, processor = apply(model, processor, num_visual_tokens=64, method="fastv")  # FastV, K=2
+        >>> model, processor = apply(model, processor, None, method="fastv", fastv_ratio=0.5)  # FastV, R=50%
+        ```
     """
     from transformers import LlavaNextProcessor, LlavaProcessor
 
+    from .configuration import CONFIG_CLASSES
+    from .fastv import install_fastv_hooks
     from .modeling import SUPPORTED
     from .processing import PruneSIDLlavaNextProcessor, PruneSIDLlavaProcessor
 
     cfg = PruneSIDConfig(num_visual_tokens=num_visual_tokens, **config_kwargs)
-    for stock, (gen_cls, model_cls) in SUPPORTED.items():
-        if type(model) in (stock, gen_cls):
-            model.__class__ = gen_cls
-            model.model.__class__ = model_cls
-            break
-    else:
+    match = next((pair for stock, pair in SUPPORTED.items() if type(model) in (stock, pair[0])), None)
+    if match is None:
         supported = sorted(c.__name__ for c in SUPPORTED)
         raise TypeError(f"`model` must be one of {supported} (or the hfx classes), but is {type(model).__name__}")
-    model.config.prunesid = cfg.to_dict()
-    if processor is None:
-        return model, None
-    if isinstance(processor, LlavaNextProcessor):
-        new_cls = PruneSIDLlavaNextProcessor
-    elif isinstance(processor, LlavaProcessor):
-        new_cls = PruneSIDLlavaProcessor
-    else:
+    gen_cls, model_cls = match
+    if processor is not None and not isinstance(processor, (LlavaProcessor, LlavaNextProcessor)):
         raise TypeError(
             f"`processor` must be a LlavaProcessor or LlavaNextProcessor, but is {type(processor).__name__}"
         )
+    config_cls = gen_cls.config_class
+    if type(model.config) is not config_cls:
+        if type(model.config) not in CONFIG_CLASSES:
+            raise TypeError(f"`model.config` must be a stock LLaVA config, but is {type(model.config).__name__}")
+        model.config.__class__ = config_cls  # shared with model.model.config; adds only the `prunesid` field
+    model.__class__ = gen_cls
+    model.model.__class__ = model_cls
+    model.config.prunesid = cfg.to_dict()
+    install_fastv_hooks(model)
+    if processor is None:
+        return model, None
+    new_cls = PruneSIDLlavaNextProcessor if isinstance(processor, LlavaNextProcessor) else PruneSIDLlavaProcessor
+    prunes_features = cfg.enabled and cfg.method != "fastv"
     new = new_cls(
         image_processor=processor.image_processor,
         tokenizer=processor.tokenizer,
@@ -62,7 +80,7 @@ def apply(model, processor=None, num_visual_tokens: int | None = 64, **config_kw
         chat_template=getattr(processor, "chat_template", None),
         image_token=processor.image_token,
         num_additional_image_tokens=processor.num_additional_image_tokens,
-        num_visual_tokens=num_visual_tokens,
+        num_visual_tokens=num_visual_tokens if prunes_features else None,
         keep_cls=cfg.keep_cls,
     )
     return model, new

@@ -5,18 +5,21 @@ Every method maps vision-tower features ``(batch_size, 1 + T, hidden_size)`` (CL
 projection commute for token selection (the projector is applied per token), so reductions are applied to the tower
 features before the LLaVA projector.
 
-* ``random`` -- uniform random subset (seeded); the usual sanity baseline.
+* ``random`` -- a uniform random subset of the patch positions, drawn per image from a generator seeded with
+  ``seed`` (the same subset for every image, whatever its position in the batch); the usual sanity baseline.
 * ``pooling`` -- uniform spatial average pooling of the patch grid to N tokens (as in LLaVA-style pooled
   baselines, e.g. the LLaVA-NeXT-Video pooler).
-* ``visionzip`` -- VisionZip (Yang et al., CVPR 2025, arXiv 2412.04467; ``visionzip/clip_encoder.py``): dominant
-  tokens by CLS attention at CLIP layer -2 plus contextual tokens merged by key similarity.
+* ``visionzip`` -- VisionZip (Yang et al., CVPR 2025, arXiv 2412.04467; ``visionzip/clip_encoder.py``): CLS and the
+  dominant tokens by CLS attention at CLIP layer -2 (CLS counts as one of the dominant tokens: 64 = 54 + 10), plus
+  contextual tokens: a target plus the mean of the tokens merged into it by key similarity.
 * ``divprune`` -- DivPrune (Alvar et al., CVPR 2025, arXiv 2503.02175; ``llava_arch.py`` ``DivPrune``): greedy
-  max-min diversity on cosine distance of the projected tokens.
+  max-min diversity on cosine distance of the projected patch tokens (stock LLaVA features: no CLS).
 * ``prunesid`` -- :func:`hfx.prunesid.selection.prunesid_select`.
 
-FastV (Chen et al., ECCV 2024, arXiv 2403.06764) is not offered: it drops tokens *inside* the LLM at layer K using
-layer K-1 attention of the last token, so the token count changes between decoder layers, which this pre-LLM hook
-(placeholders == features, one sequence length for all layers and the KV cache) cannot express.
+FastV (Chen et al., ECCV 2024, arXiv 2403.06764) drops tokens *inside* the LLM at layer K, so it is not a function of
+the tower features: see :mod:`hfx.prunesid.fastv` (``method="fastv"`` in the same :func:`hfx.prunesid.apply` API).
+
+``keep_cls`` defaults follow each publication (:data:`hfx.prunesid.config.KEEP_CLS_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -63,21 +66,28 @@ class TokenReduction:
 
 
 def _with_cls(patch_idx: torch.Tensor, keep_cls: bool) -> torch.Tensor:
+    """Patch positions `(B, M)` -> token positions (``+ 1``), with the CLS position 0 prepended when `keep_cls`."""
     idx = patch_idx + 1
     if keep_cls:
-        idx = torch.cat([torch.zeros_like(idx[:, :1]), idx], dim=1)
+        cls = torch.zeros(idx.shape[0], 1, dtype=idx.dtype, device=idx.device)
+        idx = torch.cat([cls, idx], dim=1)
     return idx
 
 
 def random_select(
-    hidden_states: torch.Tensor, num_tokens: int, keep_cls: bool = True, seed: int = 0
+    hidden_states: torch.Tensor, num_tokens: int, keep_cls: bool = False, seed: int = 0
 ) -> TokenReduction:
-    """Random baseline: N tokens (CLS + N-1 random patches when `keep_cls`), seeded by `seed`, spatial order."""
+    """Random baseline: N tokens (CLS + N-1 random patches when `keep_cls`), spatial order.
+
+    Each image draws its subset from its own ``torch.Generator`` seeded with `seed`, so the kept positions do not
+    depend on the image's position in the batch (and equal those of the image alone); change `seed` for another draw.
+    """
     b, total, _ = hidden_states.shape
     _validate_budget(num_tokens, total if keep_cls else total - 1)
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    noise = torch.rand(b, total - 1, generator=gen).to(hidden_states.device)
-    patch = noise.argsort(dim=-1)[:, : num_tokens - int(keep_cls)].sort(dim=-1).values
+    noise = torch.rand(total - 1, generator=gen)  # one draw per image: every row gets a freshly seeded generator
+    patch = noise.argsort()[: num_tokens - int(keep_cls)].sort().values
+    patch = patch.to(hidden_states.device).expand(b, -1)
     return TokenReduction(_with_cls(patch, keep_cls))
 
 
@@ -88,7 +98,7 @@ def _grid(n: int) -> tuple[int, int]:
     return a, n // a
 
 
-def pooling_select(hidden_states: torch.Tensor, num_tokens: int, keep_cls: bool = True) -> TokenReduction:
+def pooling_select(hidden_states: torch.Tensor, num_tokens: int, keep_cls: bool = False) -> TokenReduction:
     """Uniform spatial pooling: adaptive average pooling of the √T×√T patch grid to an a×b grid, a·b = N (- 1 CLS).
 
     The output grid is the factorisation of the patch budget closest to a square (a prime budget gives 1×n).
@@ -125,15 +135,18 @@ def visionzip_select(
 ) -> TokenReduction:
     """VisionZip (arXiv 2412.04467): dominant tokens by CLS attention + contextual tokens merged by key similarity.
 
-    ``n_ctx = round(N · contextual_ratio)`` (64 → 10, 192 → 30), ``n_dom = N - n_ctx`` (CLS included when
-    `keep_cls`). Dominant: the top patches by CLS attention summed over heads. Among the remaining R patches,
-    ``n_ctx`` targets are picked uniformly with stride ``R // n_ctx``; every other remaining patch joins its most
-    similar target (cosine of the layer keys averaged over heads) and each contextual token is the mean of its target
-    and members.
+    As ``visionzip/clip_encoder.py``: ``n_ctx = round(N · contextual_ratio)`` (64 → 10, 128 → 20, 192 → 30) and
+    ``n_dom = N - n_ctx`` dominant tokens, CLS included when `keep_cls` (the repo's ``visionzip(model, dominant=54,
+    contextual=10)`` keeps CLS + 53 patches + 10 = 64). Dominant: the top patches by CLS attention summed over heads,
+    in spatial order after CLS. Among the remaining R patches (ascending positions), ``n_ctx`` targets are taken with
+    stride ``max(1, R // n_ctx)``; every other remaining patch joins its most similar target (cosine of the layer's
+    keys averaged over heads), and each contextual token is ``target + mean(joined tokens)`` (the target itself plus
+    the average of the others, ``0`` if none joined) -- the code's rule, not the mean over target and members.
 
     Args:
         cls_attention (`torch.Tensor` of shape `(batch_size, T)`): CLS-row attention summed over heads.
         keys (`torch.Tensor` of shape `(batch_size, 1 + T, head_dim)`): keys of the same layer, mean over heads.
+        keep_cls (`bool`, *optional*, defaults to `True`): CLS as one of the dominant tokens (VisionZip's rule).
     """
     b, total, _ = hidden_states.shape
     t = total - 1
@@ -160,9 +173,10 @@ def visionzip_select(
         k_rest = k.gather(1, rest[..., None].expand(-1, -1, k.shape[-1]))
         k_tgt = k.gather(1, targets[..., None].expand(-1, -1, k.shape[-1]))
         assign = (k_rest @ k_tgt.transpose(1, 2)).argmax(dim=-1)  # (B, R)
-        assign[:, tpos] = torch.arange(n_ctx, device=device)  # a target belongs to itself
         member = F.one_hot(assign, n_ctx).transpose(1, 2).float()  # (B, n_ctx, R)
-        member = member / member.sum(-1, keepdim=True)
+        member[:, :, tpos] = 0  # targets are not merged into anything
+        member = member / member.sum(-1, keepdim=True).clamp(min=1)  # mean of the joined tokens (0 if none)
+        member[:, torch.arange(n_ctx, device=device), tpos] = 1  # + the target itself
         w[
             rows[..., None], (off + n_dom + torch.arange(n_ctx, device=device))[None, :, None], (rest + 1)[:, None, :]
         ] = member
@@ -170,16 +184,20 @@ def visionzip_select(
     else:
         idx = dom + 1
     if keep_cls:
-        idx = torch.cat([torch.zeros_like(idx[:, :1]), idx], dim=1)
+        idx = torch.cat([torch.zeros(b, 1, dtype=idx.dtype, device=device), idx], dim=1)
     return TokenReduction(idx, w)
 
 
 @torch.no_grad()
-def divprune_select(projected: torch.Tensor, num_tokens: int, keep_cls: bool = True) -> TokenReduction:
+def divprune_select(projected: torch.Tensor, num_tokens: int, keep_cls: bool = False) -> TokenReduction:
     """DivPrune (arXiv 2503.02175): greedy max-min diversity on D = 1 - cos of the projected patch tokens.
 
     First pick: the token whose second-smallest distance (the smallest is itself) is largest; then repeatedly the
-    unselected token with the largest minimum distance to the selected set. Kept patches in spatial order.
+    unselected token with the largest minimum distance to the selected set. Kept patches in spatial order. As
+    published, DivPrune runs on stock LLaVA features (CLS dropped) and keeps N patch tokens (`keep_cls` False); the
+    repo's default keep ratio 0.098 of 576 is ``round(56.4) = 56`` tokens, so pass ``num_tokens=56`` to reproduce
+    that setting. Unlike the repo's loop, already selected tokens are excluded from later picks (with near-duplicate
+    tokens the repo can pick one twice).
 
     Args:
         projected (`torch.Tensor` of shape `(batch_size, 1 + T, D)`): projector outputs (CLS at 0, not scored).
@@ -249,6 +267,11 @@ def reduce_visual_tokens(
         if projector is None:
             raise ValueError("`method='divprune'` needs the multimodal `projector`")
         red = divprune_select(projector(hidden_states), n, config.keep_cls)
+    elif method == "fastv":
+        raise ValueError(
+            "`method='fastv'` prunes inside the LLM (hfx.prunesid.fastv), not the tower features; "
+            "`reduce_visual_tokens` covers the pre-LLM methods only"
+        )
     else:  # pragma: no cover - validated by PruneSIDConfig
         raise ValueError(f"unknown `method` {method!r}")
     return red.spatial_order() if config.token_order == "spatial" else red
@@ -263,6 +286,7 @@ def _prunesid_kwargs(config: PruneSIDConfig) -> dict:
         upper_factor=config.quota_upper_factor,
         seed=config.seed,
         niter=config.pca_niter,
+        quota_arithmetic=config.quota_arithmetic,
     )
 
 

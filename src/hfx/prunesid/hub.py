@@ -20,11 +20,13 @@ def publish(
 ) -> Path:
     """Write config + processor + model card for PruneSID on a llava-hf LLaVA-1.5 checkpoint (no weights).
 
-    Users point the folder at the real weights::
+    The config has ``model_type`` ``prunesid_llava`` (:class:`~hfx.prunesid.PruneSIDLlavaConfig`). Users point the
+    folder at the real weights::
 
-        config = LlavaConfig.from_pretrained(DIR)            # carries `prunesid`
-        model = PruneSIDLlavaForConditionalGeneration.from_pretrained("llava-hf/llava-1.5-7b-hf", config=config)
-        processor = PruneSIDLlavaProcessor.from_pretrained(DIR)   # only written when `source` is given
+        import hfx
+        config = AutoConfig.from_pretrained(DIR)              # a PruneSIDLlavaConfig carrying `prunesid`
+        model = AutoModelForImageTextToText.from_pretrained("llava-hf/llava-1.5-7b-hf", config=config)
+        processor = AutoProcessor.from_pretrained(DIR)         # only written when `source` is given
 
     Args:
         out_dir (`Path`): destination folder (created).
@@ -42,12 +44,14 @@ def publish(
 
     from hfx.hub import card_data, write_model_card
 
+    from .configuration import PruneSIDLlavaConfig, as_prunesid_config
     from .processing import PruneSIDLlavaProcessor
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     cfg = PruneSIDConfig(num_visual_tokens=num_visual_tokens, **config_kwargs)
     config = LlavaConfig.from_pretrained(source) if source is not None else LlavaConfig()
+    config = as_prunesid_config(config, PruneSIDLlavaConfig)
     config.prunesid = cfg.to_dict()
     config.architectures = ["PruneSIDLlavaForConditionalGeneration"]
     config.save_pretrained(out_dir)
@@ -55,7 +59,7 @@ def publish(
     has_processor = False
     if source is not None:
         processor = PruneSIDLlavaProcessor.from_pretrained(
-            source, num_visual_tokens=num_visual_tokens, keep_cls=cfg.keep_cls
+            source, num_visual_tokens=num_visual_tokens if cfg.method != "fastv" else None, keep_cls=cfg.keep_cls
         )
         processor.save_pretrained(out_dir)
         has_processor = True

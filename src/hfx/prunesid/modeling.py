@@ -7,12 +7,17 @@ only those go through the multimodal projector. ``generate()``, training ``forwa
 the matching processors (:mod:`hfx.prunesid.processing`) emit N placeholders per image.
 
 The settings are read from ``config.prunesid`` (a :class:`~hfx.prunesid.PruneSIDConfig` dict, saved in
-``config.json``); without it the classes behave exactly like their parents.
+``config.json``); without it the classes behave exactly like their parents. ``method="fastv"`` leaves the visual
+features alone and prunes inside the LLM through hooks (:mod:`hfx.prunesid.fastv`), installed by every class here.
+
+Configs: the classes use :mod:`hfx.prunesid.configuration` (``model_type`` ``prunesid_llava``, ...), so a saved
+pruned folder loads as these classes through ``AutoModelForImageTextToText`` / ``AutoModel`` after ``import hfx``
+(:mod:`hfx.prunesid.registration`) and fails loudly without hfx. A stock config passed to ``__init__`` /
+``from_pretrained(..., config=...)`` is converted (copied) to the PruneSID config class.
 
 Checkpoint loading: classes defined outside ``transformers`` skip the built-in key conversions (legacy
 ``language_model.model.*`` layout of llava-hf checkpoints), which would leave the language model random. This module
 registers the stock conversion mappings under the hfx class names on import (see ``hf_integration.md`` §2.5).
-Auto classes still build the stock classes: load with the hfx classes explicitly.
 """
 
 from __future__ import annotations
@@ -40,6 +45,13 @@ from transformers.models.llava_next_video.modeling_llava_next_video import (
 
 from .baselines import TokenReduction, per_image_budgets, reduce_visual_tokens
 from .config import PruneSIDConfig
+from .configuration import (
+    PruneSIDLlavaConfig,
+    PruneSIDLlavaNextConfig,
+    PruneSIDLlavaNextVideoConfig,
+    as_prunesid_config,
+)
+from .fastv import install_fastv_hooks
 
 
 def cls_attention_and_keys(vision_tower, hidden_states: tuple, feature_layer: int):
@@ -81,12 +93,26 @@ def cls_attention_and_keys(vision_tower, hidden_states: tuple, feature_layer: in
     return weights[:, :, 0, 1:].sum(dim=1), k.mean(dim=1)
 
 
+def _inner_init(stock_model, config_cls):
+    def __init__(self, config):
+        stock_model.__init__(self, as_prunesid_config(config, config_cls))
+        install_fastv_hooks(self)
+
+    return __init__
+
+
 class PruneSIDMixin:
     """Shared plumbing of the hfx LLaVA ``*Model`` subclasses: tower call, selection, projection."""
 
     @property
     def prunesid_config(self) -> PruneSIDConfig:
         return PruneSIDConfig.from_model_config(self.config)
+
+    @property
+    def prunes_features(self) -> bool:
+        """Whether the visual features are pruned before the LLM (enabled and not ``method="fastv"``)."""
+        cfg = self.prunesid_config
+        return cfg.enabled and cfg.method != "fastv"
 
     def _resolve(self, vision_feature_layer, vision_feature_select_strategy):
         layer = self.config.vision_feature_layer if vision_feature_layer is None else vision_feature_layer
@@ -145,6 +171,9 @@ class PruneSIDLlavaModel(PruneSIDMixin, LlavaModel):
     the image outputs also carry ``prunesid_indices``: a list of `(N,)` positions into the ``1 + T`` tower tokens.
     """
 
+    config_class = PruneSIDLlavaConfig
+    __init__ = _inner_init(LlavaModel, PruneSIDLlavaConfig)
+
     def get_image_features(
         self,
         pixel_values: torch.Tensor,
@@ -153,7 +182,7 @@ class PruneSIDLlavaModel(PruneSIDMixin, LlavaModel):
         image_sizes: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        if not self.prunesid_config.enabled:
+        if not self.prunes_features:
             return super().get_image_features(
                 pixel_values,
                 vision_feature_layer=vision_feature_layer,
@@ -173,14 +202,22 @@ class PruneSIDLlavaModel(PruneSIDMixin, LlavaModel):
 
 class PruneSIDAnyResMixin(PruneSIDMixin):
     """LLaVA-NeXT AnyRes: every crop (base + sub-crops) is pruned independently with the same N (5N tokens for
-    base + 4 crops). Base-crop tokens stay in selection order; the sub-crops' kept patches are placed back on their
-    grids, the grids assembled into the (h·S)×(w·S) layout and read in raster order; the sub-crops' CLS tokens come
-    last; no ``image_newline`` token and no unpadding (the authors' ``llava_arch.py``)."""
+    base + 4 crops), as the authors' ``llava_arch.py``. Base-crop tokens stay in selection order, then the sub-crop
+    tokens, then the sub-crops' CLS tokens (crop order); no ``image_newline`` token and no unpadding.
+
+    Sub-crop order (``PruneSIDConfig.anyres_order``, see :func:`anyres_subcrop_order`): the authors'
+    ``restore_image_features_sorted`` sorts each crop's kept positions ascending and writes the crop's tokens *in
+    selection order* into those sorted slots (the tokens are not sorted with their positions), then reads the slots
+    in raster order of the assembled (rows·S)×(cols·S) grid. hfx reproduces that by default (``"code"``), because the
+    published LLaVA-NeXT numbers come from it; ``"spatial"`` puts every kept token at its own position instead (the
+    order the spec's description implies), for users who want the tokens in their true raster order.
+    """
 
     def anyres_image_features(
         self, pixel_values, image_sizes, vision_feature_layer=None, vision_feature_select_strategy=None, **kwargs
     ) -> BaseModelOutputWithPooling:
-        if self.prunesid_config.dynamic:
+        cfg = self.prunesid_config
+        if cfg.dynamic:
             raise ValueError("`dynamic=True` (PruneSID-Dyn) is supported for LLaVA-1.5 only, not for AnyRes crops")
         layer, _ = self._resolve(vision_feature_layer, vision_feature_select_strategy)
         crop = self.config.vision_config.image_size
@@ -200,7 +237,7 @@ class PruneSIDAnyResMixin(PruneSIDMixin):
             f, idx = feats[start : start + n], indices[start : start + n]
             start += n
             rows, cols = get_anyres_image_grid_shape(image_size, self.config.image_grid_pinpoints, crop)
-            order = anyres_subcrop_order(idx[1:], rows, cols, side) if n > 1 else None
+            order = anyres_subcrop_order(idx[1:], rows, cols, side, mode=cfg.anyres_order) if n > 1 else None
             parts, pidx = [f[0]], [idx[0]]
             if n > 1:
                 sub_f, sub_i = (
@@ -216,33 +253,56 @@ class PruneSIDAnyResMixin(PruneSIDMixin):
         return out
 
 
-def anyres_subcrop_order(crop_indices: list[torch.Tensor], rows: int, cols: int, side: int) -> torch.Tensor:
+def anyres_subcrop_order(
+    crop_indices: list[torch.Tensor], rows: int, cols: int, side: int, mode: str = "code"
+) -> torch.Tensor:
     """Order of the concatenated sub-crop tokens for LLaVA-NeXT packing (see :class:`PruneSIDAnyResMixin`).
 
     Args:
-        crop_indices (`list` of `torch.LongTensor` `(N,)`): kept positions per sub-crop (0 = CLS, p ≥ 1 = patch
-            p - 1 in raster order of the `side`×`side` grid), sub-crops in row-major grid order.
+        crop_indices (`list` of `torch.LongTensor` `(N,)`): kept positions per sub-crop, in the order the crop's
+            tokens come (0 = CLS, p ≥ 1 = patch p - 1 in raster order of the `side`×`side` grid), sub-crops in
+            row-major grid order.
         rows, cols (`int`): the AnyRes grid shape; side (`int`): patches per crop side (24 for CLIP-L/336).
+        mode (`str`, *optional*, defaults to `"code"`):
+            ``"code"`` -- the authors' ``restore_image_features_sorted``: in each crop the j-th smallest kept position
+            receives the crop's j-th (non-CLS) token in the given order; ``"spatial"`` -- every token at its own
+            position. Either way the slots are then read by global raster position ``(r·S + y)·(cols·S) + (c·S + x)``
+            and the CLS tokens follow in crop order.
 
     Returns:
-        `torch.LongTensor`: a permutation of ``range(sum N)``: patches by global raster position
-        ``(r·S + y)·(cols·S) + (c·S + x)``, then the CLS tokens in crop order.
+        `torch.LongTensor`: a permutation of ``range(sum N)`` (positions into the concatenated crop tokens).
+
+    Raises:
+        ValueError: for a grid / crop-count mismatch or an unknown `mode`.
     """
+    if mode not in ("code", "spatial"):
+        raise ValueError(f"`mode` must be 'code' or 'spatial', but is {mode!r}")
     if len(crop_indices) != rows * cols:
         raise ValueError(f"expected {rows * cols} sub-crops for a {rows}x{cols} grid, got {len(crop_indices)}")
-    keys = []
-    big = rows * side * cols * side
+    slot_keys, slot_tokens, cls_tokens, offset = [], [], [], 0
     for c, idx in enumerate(crop_indices):
         r, col = divmod(c, cols)
-        p = idx - 1
-        y, x = p // side, p % side
-        key = (r * side + y) * (cols * side) + (col * side + x)
-        keys.append(torch.where(idx == 0, big + c, key))
-    return torch.argsort(torch.cat(keys), stable=True)
+        is_cls = idx == 0
+        tokens = offset + torch.nonzero(~is_cls).flatten()  # the crop's patch tokens, in the given order
+        positions = idx[~is_cls] - 1
+        if mode == "code":
+            positions = positions.sort().values  # slot j <- token j: positions sorted, tokens not
+        y, x = positions // side, positions % side
+        slot_keys.append((r * side + y) * (cols * side) + (col * side + x))
+        slot_tokens.append(tokens)
+        cls_tokens.append(offset + torch.nonzero(is_cls).flatten())
+        offset += len(idx)
+    keys = torch.cat(slot_keys)
+    tokens = torch.cat(slot_tokens)
+    patch_order = tokens[torch.argsort(keys, stable=True)]
+    return torch.cat([patch_order, *cls_tokens])
 
 
 class PruneSIDLlavaNextModel(PruneSIDAnyResMixin, LlavaNextModel):
     """``LlavaNextModel`` with per-crop PruneSID pruning (see :class:`PruneSIDAnyResMixin`)."""
+
+    config_class = PruneSIDLlavaNextConfig
+    __init__ = _inner_init(LlavaNextModel, PruneSIDLlavaNextConfig)
 
     def get_image_features(
         self,
@@ -252,7 +312,7 @@ class PruneSIDLlavaNextModel(PruneSIDAnyResMixin, LlavaNextModel):
         vision_feature_select_strategy: str | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        if not self.prunesid_config.enabled:
+        if not self.prunes_features:
             return super().get_image_features(
                 pixel_values,
                 image_sizes,
@@ -273,6 +333,9 @@ class PruneSIDLlavaNextVideoModel(PruneSIDAnyResMixin, LlavaNextVideoModel):
     placeholders per video (see :func:`hfx.prunesid.processing.num_video_tokens`).
     """
 
+    config_class = PruneSIDLlavaNextVideoConfig
+    __init__ = _inner_init(LlavaNextVideoModel, PruneSIDLlavaNextVideoConfig)
+
     def get_image_features(
         self,
         pixel_values: torch.Tensor,
@@ -281,7 +344,7 @@ class PruneSIDLlavaNextVideoModel(PruneSIDAnyResMixin, LlavaNextVideoModel):
         vision_feature_select_strategy: str | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
-        if not self.prunesid_config.enabled:
+        if not self.prunes_features:
             return super().get_image_features(
                 pixel_values,
                 image_sizes,
@@ -301,7 +364,7 @@ class PruneSIDLlavaNextVideoModel(PruneSIDAnyResMixin, LlavaNextVideoModel):
         **kwargs,
     ) -> BaseModelOutputWithPooling:
         cfg = self.prunesid_config
-        if not cfg.enabled:
+        if not self.prunes_features:
             return super().get_video_features(
                 pixel_values_videos,
                 vision_feature_layer=vision_feature_layer,
@@ -319,12 +382,14 @@ class PruneSIDLlavaNextVideoModel(PruneSIDAnyResMixin, LlavaNextVideoModel):
         return out
 
 
-def _with_model(stock_pretrained, model_cls):
+def _with_model(stock_pretrained, model_cls, config_cls):
     def __init__(self, config):
+        config = as_prunesid_config(config, config_cls)
         stock_pretrained.__init__(self, config)
         self.model = model_cls(config)
         self.lm_head = nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False)
         self.post_init()
+        install_fastv_hooks(self)
 
     return __init__
 
@@ -338,22 +403,26 @@ class PruneSIDLlavaForConditionalGeneration(LlavaForConditionalGeneration):
         >>> cfg = LlavaConfig.from_pretrained("llava-hf/llava-1.5-7b-hf")
         >>> cfg.prunesid = PruneSIDConfig(num_visual_tokens=64).to_dict()
         >>> model = PruneSIDLlavaForConditionalGeneration.from_pretrained("llava-hf/llava-1.5-7b-hf", config=cfg)
+        >>> model.save_pretrained("llava-prunesid-64")  # model_type "prunesid_llava": Auto classes load this class
         ```
     """
 
-    __init__ = _with_model(LlavaPreTrainedModel, PruneSIDLlavaModel)
+    config_class = PruneSIDLlavaConfig
+    __init__ = _with_model(LlavaPreTrainedModel, PruneSIDLlavaModel, PruneSIDLlavaConfig)
 
 
 class PruneSIDLlavaNextForConditionalGeneration(LlavaNextForConditionalGeneration):
     """``LlavaNextForConditionalGeneration`` with per-crop PruneSID pruning (:class:`PruneSIDLlavaNextModel`)."""
 
-    __init__ = _with_model(LlavaNextPreTrainedModel, PruneSIDLlavaNextModel)
+    config_class = PruneSIDLlavaNextConfig
+    __init__ = _with_model(LlavaNextPreTrainedModel, PruneSIDLlavaNextModel, PruneSIDLlavaNextConfig)
 
 
 class PruneSIDLlavaNextVideoForConditionalGeneration(LlavaNextVideoForConditionalGeneration):
     """``LlavaNextVideoForConditionalGeneration`` with per-crop / per-frame pruning (:class:`PruneSIDLlavaNextVideoModel`)."""
 
-    __init__ = _with_model(LlavaNextVideoPreTrainedModel, PruneSIDLlavaNextVideoModel)
+    config_class = PruneSIDLlavaNextVideoConfig
+    __init__ = _with_model(LlavaNextVideoPreTrainedModel, PruneSIDLlavaNextVideoModel, PruneSIDLlavaNextVideoConfig)
 
 
 # stock class -> (hfx generation class, hfx inner model class)
@@ -400,3 +469,12 @@ __all__ = [
     "cls_attention_and_keys",
     "register_conversion_mappings",
 ]
+
+
+def _register_with_auto_classes() -> None:  # see hfx.prunesid.registration (waits while imports are in progress)
+    from .registration import register
+
+    register()
+
+
+_register_with_auto_classes()

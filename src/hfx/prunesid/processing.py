@@ -153,3 +153,12 @@ def num_video_tokens(num_frames: int, num_visual_tokens: int) -> int:
 
 
 __all__ = ["PruneSIDLlavaNextProcessor", "PruneSIDLlavaProcessor", "num_video_tokens"]
+
+
+def _register_with_auto_classes() -> None:  # see hfx.prunesid.registration (waits while imports are in progress)
+    from .registration import register
+
+    register()
+
+
+_register_with_auto_classes()
