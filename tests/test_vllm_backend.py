@@ -314,3 +314,27 @@ def test_cli_generate_runs_on_vllm(llm, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "[thinkmerge: extracted answer" in out
+
+
+def test_cli_eval_runs_on_vllm(llm, monkeypatch, capsys, tmp_path):
+    """`hfx eval gsm8k --backend vllm`: same table and results.json as the HF backend."""
+    import json
+    from pathlib import Path
+
+    import hfx.integrations.vllm as integration
+    from hfx.cli import main
+
+    data = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "gsm8k" / "test.jsonl"
+    if not data.is_file():
+        pytest.skip(f"GSM8K test file not found at {data}")
+    monkeypatch.setattr(integration, "load_vllm", lambda model=None, **kw: llm)
+    code = main(["eval", "gsm8k", "--backend", "vllm", "--limit", "1", "--data-file", str(data), "--strategies",
+                 "greedy,majority,thinkmerge", "--num-traces", "2", "--max-thinking-tokens", "8",
+                 "--max-new-tokens", "4", "--out-dir", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    assert "strategy" in capsys.readouterr().out
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["settings"]["backend"] == "vllm"
+    assert set(result["summary"]) == {"greedy", "majority", "thinkmerge"}
+    for q in result["questions"]:
+        assert len(q["majority"]["answers"]) == 2 and len(q["thinkmerge"]["traces"]) == 2

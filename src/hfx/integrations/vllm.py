@@ -65,6 +65,8 @@ def default_engine_kwargs(**overrides) -> dict:
     * ``enable_prefix_caching=True``: RMOD re-submits the chosen prefix every block, and the ThinkMerge answer
       stage re-submits every trace: both rely on cached prefixes;
     * ``enforce_eager=True`` on CPU (no graph compilation: the engine starts in about a minute on 2 cores);
+    * ``block_size=32`` on CPU (vLLM's CPU default is 128): prefix caching reuses whole KV blocks only, so with
+      128-token blocks every RMOD block and every ThinkMerge context would recompute up to 127 prefix tokens;
     * ``async_scheduling=False``: ThinkMerge's merge processor needs every step's output tokens before the next
       step (vLLM's CPU build never schedules asynchronously anyway);
     * ``logits_processors=[ThinkMergeLogitsProcessor]`` (the ThinkMerge answer stage; a no-op for other requests).
@@ -77,6 +79,7 @@ def default_engine_kwargs(**overrides) -> dict:
         "enable_prefix_caching": True,
         "enforce_eager": cpu,
         "async_scheduling": False,
+        **({"block_size": 32} if cpu else {}),
         "logits_processors": [ThinkMergeLogitsProcessor],
     }
     processors = list(overrides.pop("logits_processors", None) or [])
