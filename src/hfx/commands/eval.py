@@ -46,6 +46,14 @@ def load_gsm8k(data_file: str | None, limit: int):
 
 
 def run(args) -> int:
+    import sys
+
+    from hfx.commands.generate import load_backend, vllm_backend_error
+
+    error = vllm_backend_error(args, "eval")
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     import json
     import time
     from datetime import datetime, timezone
@@ -56,7 +64,6 @@ def run(args) -> int:
 
     from hfx.generation.thinkmerge.answer import gsm8k_reference, is_correct
     from hfx.generation.thinkmerge.baselines import STRATEGIES, run_strategies
-    from hfx.models import load_causal_lm
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -69,7 +76,7 @@ def run(args) -> int:
         raise FileNotFoundError(f"`--data-file` {args.data_file!r} does not exist")
 
     rows = load_gsm8k(args.data_file, args.limit)
-    model, tokenizer = load_causal_lm(args.model)
+    model, tokenizer = load_backend(args)
     extra = {"merge": args.merge, "num_candidates": args.num_candidates} if args.merge != "direct" else {}
     per_question = [{"question": r["question"], "reference": gsm8k_reference(r["answer"])} for r in rows]
     seconds = dict.fromkeys(strategies, 0.0)

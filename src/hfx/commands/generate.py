@@ -22,6 +22,36 @@ def add_decoding_arguments(parser) -> None:
     parser.add_argument("--num-candidates", type=int, default=None, help="N for early_ready / shortest_k")
     parser.add_argument("--answer-greedy", action="store_true", help="decode the answer greedily")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument(
+        "--backend",
+        default="hf",
+        choices=["hf", "vllm"],
+        help="hf: transformers `model.generate` (default); vllm: a vLLM engine (needs vLLM: `pip install 'hfx[vllm]'` "
+        "or `scripts/setup --vllm`)",
+    )
+
+
+def vllm_backend_error(args, command: str) -> str | None:
+    """The one-line error for ``--backend vllm`` where vLLM is not installed (``None`` when it is usable)."""
+    if getattr(args, "backend", "hf") != "vllm":
+        return None
+    from hfx.integrations.vllm import VLLM_INSTALL_HINT, is_vllm_available
+
+    if is_vllm_available():
+        return None
+    return f"hfx {command}: error: `--backend vllm` needs vLLM, which is not installed here. {VLLM_INSTALL_HINT}"
+
+
+def load_backend(args):
+    """``(model, tokenizer)`` for ``--backend``: a transformers model, or a vLLM engine behind
+    :class:`hfx.integrations.vllm.VLLMGenerator` (the same ``generate`` call)."""
+    from hfx.models import load_causal_lm
+
+    if getattr(args, "backend", "hf") != "vllm":
+        return load_causal_lm(args.model)
+    from hfx.integrations.vllm import VLLMGenerator, load_tokenizer, load_vllm
+
+    return VLLMGenerator(load_vllm(args.model), use_tqdm=False), load_tokenizer(args.model)
 
 
 def add_arguments(parser) -> None:
@@ -37,12 +67,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    import sys
+
+    error = vllm_backend_error(args, "generate")
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     from hfx.generation.thinkmerge.baselines import run_strategies
-    from hfx.models import load_causal_lm
 
     if args.num_traces < 1:
         raise ValueError(f"`--num-traces` must be >= 1, but is {args.num_traces}")
-    model, tokenizer = load_causal_lm(args.model)
+    model, tokenizer = load_backend(args)
     extra = {}
     if args.strategy in ("thinkmerge", "majority") and args.merge != "direct":
         extra = {"merge": args.merge, "num_candidates": args.num_candidates}

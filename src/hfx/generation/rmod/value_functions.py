@@ -25,8 +25,15 @@ import torch
 from huggingface_hub.dataclasses import strict
 from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
-from transformers.configuration_utils import SubConfigSpec
 from transformers.utils import ModelOutput
+
+
+try:  # transformers >= 5.20: PreTrainedConfig builds sub-configs declared with SubConfigSpec
+    from transformers.configuration_utils import SubConfigSpec
+except (
+    ImportError
+):  # older transformers 5.x (the vLLM environment's): built in MultiObjectiveValueConfig.__post_init__
+    SubConfigSpec = None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -103,6 +110,19 @@ def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def _backbone_config(value):
+    """A backbone config from ``None`` (Llama defaults), a dict (its ``model_type``, default ``"llama"``) or a config;
+    used only with transformers releases that predate ``SubConfigSpec``."""
+    from transformers import CONFIG_MAPPING
+
+    if value is None:
+        return CONFIG_MAPPING["llama"]()
+    if isinstance(value, dict):
+        kwargs = dict(value)
+        return CONFIG_MAPPING[kwargs.pop("model_type", "llama")](**kwargs)
+    return value
+
+
 @strict
 class MultiObjectiveValueConfig(PreTrainedConfig):
     r"""Configuration of a [`MultiObjectiveValueModel`]: a backbone config plus ``G`` linear value heads.
@@ -123,9 +143,12 @@ class MultiObjectiveValueConfig(PreTrainedConfig):
     """
 
     model_type = "hfx_rmod_value"
-    sub_configs_defaults: ClassVar[dict] = {
-        "backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")
-    }
+    if SubConfigSpec is not None:
+        sub_configs_defaults: ClassVar[dict] = {
+            "backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")
+        }
+    else:
+        sub_configs = {"backbone_config": AutoConfig}
 
     backbone_config: dict | PreTrainedConfig | None = None
     num_objectives: int = 2
@@ -134,6 +157,8 @@ class MultiObjectiveValueConfig(PreTrainedConfig):
     loss_on_prompt: bool = False
 
     def __post_init__(self, **kwargs):
+        if SubConfigSpec is None:
+            self.backbone_config = _backbone_config(self.backbone_config)
         super().__post_init__(**kwargs)
         if self.num_objectives < 1:
             raise ValueError(f"`num_objectives` must be >= 1, but is {self.num_objectives}")

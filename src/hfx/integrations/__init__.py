@@ -1,0 +1,2 @@
+"""Integrations with serving engines (vLLM). Submodules load their engine only when used: ``import hfx`` never
+imports vLLM."""
