@@ -84,6 +84,39 @@ def _validate(value_function, num_branches, block_size, rmod_lambda, weights, bl
             )
 
 
+def _solver_settings(
+    weights,
+    rmod_lambda,
+    weight_iterations,
+    weight_step_size,
+    weight_grad_clip,
+    weight_objective,
+    weight_solver,
+    weight_tol,
+) -> dict:
+    """The :func:`robust_weights` keyword arguments of an RMOD call, validated before any decoding (shared by the HF
+    and vLLM paths)."""
+    solver_settings = dict(
+        rmod_lambda=float(rmod_lambda),
+        num_iterations=weight_iterations,
+        step_size=weight_step_size,
+        grad_clip=weight_grad_clip,
+        objective=weight_objective,
+        solver=weight_solver,
+        tol=weight_tol,
+    )
+    if weight_solver == "exact":
+        for name, given in (("weight_step_size", weight_step_size), ("weight_grad_clip", weight_grad_clip)):
+            if given is not None:
+                raise ValueError(
+                    f"`{name}` is a setting of `weight_solver`='authors_loop' (the reference code's gradient loop); "
+                    f"the default exact solver has none. Pass `weight_solver`='authors_loop' or drop `{name}`."
+                )
+    if weights == "robust":  # validate the solver settings before decoding (one objective returns at once)
+        robust_weights(torch.zeros(1, 1), **solver_settings)
+    return solver_settings
+
+
 def _make_generators(seed, batch_size: int, device) -> list[torch.Generator] | None:
     if seed is None:
         return None
@@ -243,24 +276,16 @@ def rmod(
         NotImplementedError: for ``guidance_scale != 1`` or SynthID watermarking (processors with per-row state).
     """
     _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, seed)
-    solver_settings = dict(
-        rmod_lambda=float(rmod_lambda),
-        num_iterations=weight_iterations,
-        step_size=weight_step_size,
-        grad_clip=weight_grad_clip,
-        objective=weight_objective,
-        solver=weight_solver,
-        tol=weight_tol,
+    solver_settings = _solver_settings(
+        weights,
+        rmod_lambda,
+        weight_iterations,
+        weight_step_size,
+        weight_grad_clip,
+        weight_objective,
+        weight_solver,
+        weight_tol,
     )
-    if weight_solver == "exact":
-        for name, given in (("weight_step_size", weight_step_size), ("weight_grad_clip", weight_grad_clip)):
-            if given is not None:
-                raise ValueError(
-                    f"`{name}` is a setting of `weight_solver`='authors_loop' (the reference code's gradient loop); "
-                    f"the default exact solver has none. Pass `weight_solver`='authors_loop' or drop `{name}`."
-                )
-    if weights == "robust":  # validate the solver settings before decoding (one objective returns at once)
-        robust_weights(torch.zeros(1, 1), **solver_settings)
     check_processor_support(generation_config, "RMOD")
     if model.config.is_encoder_decoder:
         raise ValueError("RMOD supports decoder-only models; got an encoder-decoder model")

@@ -20,8 +20,8 @@ from vllm import SamplingParams
 
 from hfx.integrations.vllm import eos_token_ids, generate_token_ids, require_vllm
 
-from .generate import RMODOutput, _call_value_function, _objective_names, _parameters, _validate
-from .weights import fixed_weights, robust_weights, tilted_probs
+from .generate import RMODOutput, _call_value_function, _objective_names, _parameters, _solver_settings, _validate
+from .weights import DEFAULT_TOL, fixed_weights, robust_weights, tilted_probs
 
 
 def _sample_block(llm, prefixes: list[list[int]], num_branches: int, max_tokens: int, sampling: dict, seeds):
@@ -75,13 +75,15 @@ def rmod_vllm(
     block_size: int = 16,
     rmod_lambda: float = 1.0,
     weights="robust",
-    weight_iterations: int = 10,
-    weight_step_size: float = 1.0,
-    weight_grad_clip: float = 10.0,
+    weight_iterations: int | None = None,
+    weight_step_size: float | None = None,
+    weight_grad_clip: float | None = None,
     weight_objective: str = "mean_exp",
     block_selection: str = "argmax",
     seed: int | list[int] | None = None,
     value_batch_size: int | None = None,
+    weight_solver: str = "exact",
+    weight_tol: float = DEFAULT_TOL,
     pad_token_id: int | None = None,
     tokenizer=None,
     return_dict_in_generate: bool = False,
@@ -119,7 +121,17 @@ def rmod_vllm(
             ``num_branches > 1`` without ``do_sample``; ``max_new_tokens < 1``).
     """
     require_vllm("rmod_vllm")
-    _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, weight_objective, seed)
+    _validate(value_function, num_branches, block_size, rmod_lambda, weights, block_selection, seed)
+    solver_settings = _solver_settings(
+        weights,
+        rmod_lambda,
+        weight_iterations,
+        weight_step_size,
+        weight_grad_clip,
+        weight_objective,
+        weight_solver,
+        weight_tol,
+    )
     if num_branches > 1 and not do_sample:
         raise ValueError(
             f"`num_branches`={num_branches} candidates must be sampled: pass `do_sample=True` (RMOD draws K "
@@ -201,14 +213,7 @@ def rmod_vllm(
                         f"{num_objectives} objectives; pass one weight per objective"
                     )
             if weights == "robust":
-                w = robust_weights(
-                    values,
-                    rmod_lambda=float(rmod_lambda),
-                    num_iterations=weight_iterations,
-                    step_size=weight_step_size,
-                    grad_clip=weight_grad_clip,
-                    objective=weight_objective,
-                )
+                w = robust_weights(values, **solver_settings)
             else:
                 w = fixed_weights(weights, values.shape[-1], batch_size, dtype=values.dtype)
             if K == 1:
