@@ -452,3 +452,28 @@ def test_publish_default_repo_id_cannot_collide_with_an_hfx_name(tmp_path, monke
     monkeypatch.setattr(hfx.hub, "push_folder_to_hub", lambda folder, repo_id: pushed.append(repo_id))
     card = (hfx.hub.publish("thinkmerge", tmp_path / "c", push_to="my-org/tm") / "README.md").read_text()
     assert pushed == ["my-org/tm"] and 'custom_generate="my-org/tm"' in card
+
+
+def test_thinkmerge_passes_the_kv_cache_by_the_name_the_model_forward_takes(lm, enc):
+    # transformers releases before the `cache=` rename (e.g. 5.17, which the vLLM CPU wheel pins) take the KV cache as
+    # `past_key_values` and silently swallow an unknown `cache=` keyword: every cached decode step then ran without
+    # its context. Simulate such a model: same weights, old keyword, `cache=` swallowed.
+    model, tok = lm
+
+    class OldKeywordModel(type(model)):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                    use_cache=None, logits_to_keep=0, **kwargs):  # fmt: skip
+            kwargs.pop("cache", None)
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                   cache=past_key_values, use_cache=use_cache, logits_to_keep=logits_to_keep,
+                                   **kwargs)  # fmt: skip
+
+    old = OldKeywordModel(model.config).eval()
+    old.load_state_dict(model.state_dict())
+    old.generation_config = model.generation_config
+    kw = dict(custom_generate="thinkmerge", num_traces=2, think_end=[_think_id(tok)], do_sample=False,
+              max_thinking_tokens=5, max_new_tokens=4, return_dict_in_generate=True)  # fmt: skip
+    expected = model.generate(**enc, **kw)
+    got = old.generate(**enc, **kw)
+    assert torch.equal(got.sequences, expected.sequences)
+    assert [[t.tolist() for t in tr] for tr in got.traces] == [[t.tolist() for t in tr] for tr in expected.traces]

@@ -450,15 +450,22 @@ def _position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     return position_ids.masked_fill(attention_mask == 0, 1)
 
 
+def _cache_argument(model) -> str:
+    """The name the model's ``forward`` takes the KV cache by: ``cache`` (recent transformers 5.x) or
+    ``past_key_values`` (earlier releases, e.g. 5.17, which silently ignore an unknown ``cache=`` keyword)."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters or "past_key_values" not in parameters else "past_key_values"
+
+
 def _next_token_logits(model, input_ids, attention_mask, position_ids, cache) -> torch.Tensor:
     """Last-position logits; with ``cache=None`` the whole sequence is run without a cache (``use_cache=False``)."""
     out = model(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
-        cache=cache,
         use_cache=cache is not None,
         logits_to_keep=1,
+        **{_cache_argument(model): cache},
     )
     return out.logits[:, -1, :].to(dtype=torch.float32, copy=True)
 
