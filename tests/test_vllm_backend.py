@@ -240,16 +240,25 @@ def test_rmod_greedy_matches_hf_greedy(llm, hf):
 
 
 class _InjectCandidates:
-    """A logits processor that makes the HF RMOD path draw the injected candidate tokens (one-hot scores)."""
+    """A logits processor that makes the HF RMOD path draw the injected candidate tokens (one-hot scores).
+
+    RMOD calls a user's processor once per replica with one row per prompt (replica r = branch r of every prompt,
+    in order; see :func:`hfx.generation.thinkmerge.generate.apply_logits_processors`), so the r-th call at a given
+    length is branch r.
+    """
 
     def __init__(self, table, prompt_length, block_size, num_branches):
         self.table, self.P, self.B, self.K = table, prompt_length, block_size, num_branches
+        self.calls = {}
 
     def __call__(self, input_ids, scores):
         j, t = divmod(input_ids.shape[1] - self.P, self.B)
+        branch = self.calls.get(input_ids.shape[1], 0)
+        self.calls[input_ids.shape[1]] = branch + 1
+        assert branch < self.K and input_ids.shape[0] == self.table[j].shape[0]
         out = torch.full_like(scores, float("-inf"))
-        for r in range(input_ids.shape[0]):
-            out[r, self.table[j][r // self.K, r % self.K, t]] = 0.0
+        for b in range(input_ids.shape[0]):
+            out[b, self.table[j][b, branch, t]] = 0.0
         return out
 
 
