@@ -6,7 +6,8 @@ Source: Moudgil, Knyazev, Belilovsky, *Celo2: Towards Learned Optimization Free 
 [code] = as in the reference, [reconstruction] = our choice, documented and switchable.
 
 Every function works on a *batch* of ``B`` same-shaped tensors stacked on a leading axis: ``p``, ``g`` of shape
-``(B, *S)``; accumulators carry one trailing channel per decay. The optimizer stacks same-shaped parameters (one
+``(B, *S)``; accumulators and features carry their channels (one per decay) on axis 1, ``(B, C, *S)``, so each
+channel is contiguous (the reference keeps channels last; the arithmetic is the same). The optimizer stacks same-shaped parameters (one
 kernel launch per shape instead of per parameter); the meta-trainer stacks the members of a population, each with its
 own meta-weights (``MLPWeights.batched``).
 
@@ -34,7 +35,6 @@ reference's concatenate-then-matmul (up to float rounding), checked against a Nu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -182,35 +182,37 @@ def make_mlp_weights(
 def init_state(shape, num_momentum: int, num_rms: int, num_adafactor: int, **tensor_kw) -> dict[str, torch.Tensor]:
     """Zero accumulators for one tensor of shape ``shape`` (no batch axis) [code: zeros, no first-gradient init].
 
-    Returns ``{"momentum": (*S, Nm), "rms": (*S, Nr)}`` plus ``"v_row"`` (``S`` without ``d0``, ``Nf``) and
-    ``"v_col"`` (``S`` without ``d1``, ``Nf``) when ``len(S) >= 2``, else ``"v"`` (``(*S, Nf)``).
+    Channels come first (so the features of one channel are contiguous): ``{"momentum": (Nm, *S), "rms": (Nr, *S)}``
+    plus ``"v_row"`` (``(Nf, *S without d0)``) and ``"v_col"`` (``(Nf, *S without d1)``) when ``len(S) >= 2``, else
+    ``"v"`` (``(Nf, *S)``).
     """
     shape = tuple(shape)
     state = {
-        "momentum": torch.zeros(*shape, num_momentum, **tensor_kw),
-        "rms": torch.zeros(*shape, num_rms, **tensor_kw),
+        "momentum": torch.zeros(num_momentum, *shape, **tensor_kw),
+        "rms": torch.zeros(num_rms, *shape, **tensor_kw),
     }
     dims = factored_dims(shape)
     if dims is None:
-        state["v"] = torch.zeros(*shape, num_adafactor, **tensor_kw)
+        state["v"] = torch.zeros(num_adafactor, *shape, **tensor_kw)
     else:
         d1, d0 = dims
-        state["v_row"] = torch.zeros(*[s for i, s in enumerate(shape) if i != d0], num_adafactor, **tensor_kw)
-        state["v_col"] = torch.zeros(*[s for i, s in enumerate(shape) if i != d1], num_adafactor, **tensor_kw)
+        state["v_row"] = torch.zeros(num_adafactor, *[s for i, s in enumerate(shape) if i != d0], **tensor_kw)
+        state["v_col"] = torch.zeros(num_adafactor, *[s for i, s in enumerate(shape) if i != d1], **tensor_kw)
     return state
 
 
-def _decay(decays, like: torch.Tensor) -> torch.Tensor:
-    return torch.as_tensor(decays, dtype=like.dtype, device=like.device)
+def _decay(decays, like: torch.Tensor, ndim: int) -> torch.Tensor:
+    """Decays as a ``(1, C, 1, ..., 1)`` tensor broadcasting against ``(B, C, *S)`` (``ndim = len(S)``)."""
+    return torch.tensor(decays, dtype=like.dtype, device=like.device).view(1, -1, *([1] * ndim))
 
 
 @dataclass
 class Statistics:
-    """What the features need after the accumulator update (batched, channel-last)."""
+    """What the features need after the accumulator update (batched, channels second: ``(B, C, *S)``)."""
 
-    fac_g: torch.Tensor  # (B, *S, Nf)
-    row_factor: torch.Tensor | None = None  # broadcastable to (B, *S, Nf): 1 at d0
-    col_factor: torch.Tensor | None = None  # broadcastable: 1 at d1
+    fac_g: torch.Tensor  # (B, Nf, *S)
+    row_factor: torch.Tensor | None = None  # broadcastable to (B, Nf, *S): size 1 at d0
+    col_factor: torch.Tensor | None = None  # size 1 at d1
     row: torch.Tensor | None = None  # v_row unsqueezed at d0
     col: torch.Tensor | None = None  # v_col unsqueezed at d1
 
@@ -222,121 +224,125 @@ def update_accumulators_(
     rms_decays,
     adafactor_decays,
 ) -> Statistics:
-    """Update ``state`` (batched: each tensor has a leading ``B`` axis) in place with gradient ``g`` of ``(B, *S)``.
+    """Update ``state`` (batched: each tensor ``(B, C, ...)``) in place with the gradient ``g`` of ``(B, *S)``.
 
     Returns the :class:`Statistics` the features are built from. ``g`` must already be clipped.
     """
     shape = tuple(g.shape[1:])
-    gx = g.unsqueeze(-1)
-    bm = _decay(momentum_decays, g)
+    n = len(shape)
+    gx = g.unsqueeze(1)
+    g2 = gx.square()
+    bm = _decay(momentum_decays, g, n)
     state["momentum"].mul_(bm).add_(gx * (1 - bm))
-    br = _decay(rms_decays, g)
-    state["rms"].mul_(br).add_(gx.square() * (1 - br))
-    bf = _decay(adafactor_decays, g)
-    grad_sqr = g.square() + FACTORED_EPS
+    br = _decay(rms_decays, g, n)
+    state["rms"].mul_(br).add_(g2 * (1 - br))
+    bf = _decay(adafactor_decays, g, n)
+    grad_sqr = g2.add_(FACTORED_EPS)  # (B, 1, *S); g2 is not used after this
     dims = factored_dims(shape)
     if dims is None:
         v = state["v"]
-        v.mul_(bf).add_(grad_sqr.unsqueeze(-1) * (1 - bf))
+        v.mul_(bf).add_(grad_sqr * (1 - bf))
         return Statistics(fac_g=gx * torch.rsqrt(torch.clamp_min(v + 1e-9, SAFE_RSQRT_MIN)))
     d1, d0 = dims
     v_row, v_col = state["v_row"], state["v_col"]
-    v_row.mul_(bf).add_(grad_sqr.mean(dim=1 + d0).unsqueeze(-1) * (1 - bf))
-    v_col.mul_(bf).add_(grad_sqr.mean(dim=1 + d1).unsqueeze(-1) * (1 - bf))
+    bf_row = bf.view(1, -1, *([1] * (n - 1)))
+    v_row.mul_(bf_row).add_(grad_sqr.mean(dim=2 + d0) * (1 - bf_row))
+    v_col.mul_(bf_row).add_(grad_sqr.mean(dim=2 + d1) * (1 - bf_row))
     reduced_d1 = d1 - 1 if d1 > d0 else d1
-    row_col_mean = v_row.mean(dim=1 + reduced_d1, keepdim=True)
-    row_factor = torch.rsqrt(torch.clamp_min(v_row / (row_col_mean + 1e-9), SAFE_RSQRT_MIN)).unsqueeze(1 + d0)
-    col_factor = torch.rsqrt(torch.clamp_min(v_col, SAFE_RSQRT_MIN)).unsqueeze(1 + d1)
+    row_col_mean = v_row.mean(dim=2 + reduced_d1, keepdim=True)
+    row_factor = torch.rsqrt(torch.clamp_min(v_row / (row_col_mean + 1e-9), SAFE_RSQRT_MIN)).unsqueeze(2 + d0)
+    col_factor = torch.rsqrt(torch.clamp_min(v_col, SAFE_RSQRT_MIN)).unsqueeze(2 + d1)
     return Statistics(
         fac_g=gx * row_factor * col_factor,
         row_factor=row_factor,
         col_factor=col_factor,
-        row=v_row.unsqueeze(1 + d0),
-        col=v_col.unsqueeze(1 + d1),
+        row=v_row.unsqueeze(2 + d0),
+        col=v_col.unsqueeze(2 + d1),
     )
 
 
 # ----------------------------------------------------------------------------------------------------------- features
 
 
-def norm_dims(ndim: int) -> tuple[int, ...]:
-    """Axes (negative, of a channel-last batched tensor) that are the last two axes of ``S`` (``ndim = len(S)``)."""
-    return (-3, -2) if ndim >= 2 else (-2,)
-
-
-def second_moment_normalize_(x: torch.Tensor, dims: tuple[int, ...], eps: float = INPUT_NORM_EPS) -> torch.Tensor:
-    """In place: ``x * rsqrt(eps + mean(x^2 over dims))`` per channel [code: _second_moment_normalizer]."""
-    return x.mul_(torch.rsqrt(x.square().mean(dim=dims, keepdim=True).add_(eps)))
-
-
 def elementwise_features(
     names, p: torch.Tensor, g: torch.Tensor, state: dict[str, torch.Tensor], stats: Statistics
 ) -> torch.Tensor:
-    """The per-element features named ``names`` (in order), concatenated: ``(B, *S, C)``, not yet normalised."""
+    """The per-element features named ``names`` (in order), written into one ``(B, C, *S)`` buffer, not normalised."""
     mom, rms = state["momentum"], state["rms"]
-    rsq = torch.rsqrt(rms + RSQRT_EPS)
-    out = []
+    widths = {"g": 1, "clip_g": 1, "p": 1, "m": mom.shape[1], "rms": rms.shape[1], "rsqrt_rms": rms.shape[1],
+              "m_rsqrt_rms": max(mom.shape[1], rms.shape[1]), "fac_g": stats.fac_g.shape[1],
+              "g_rsqrt_rms": rms.shape[1], "fac_mom": max(mom.shape[1], stats.fac_g.shape[1])}  # fmt: skip
+    E = torch.empty(g.shape[0], sum(widths[n] for n in names), *g.shape[1:], dtype=g.dtype, device=g.device)
+    rsq, start = None, 0
     for name in names:
+        out = E[:, start : start + widths[name]]
+        start += widths[name]
+        if name in ("m_rsqrt_rms", "rsqrt_rms", "g_rsqrt_rms") and rsq is None:
+            rsq = torch.rsqrt(rms + RSQRT_EPS)
         if name == "g":
-            out.append(g.unsqueeze(-1))
+            out.copy_(g.unsqueeze(1))
         elif name == "clip_g":
-            out.append(g.clamp(-FEATURE_CLIP, FEATURE_CLIP).unsqueeze(-1))
+            torch.clamp(g.unsqueeze(1), -FEATURE_CLIP, FEATURE_CLIP, out=out)
         elif name == "p":
-            out.append(p.unsqueeze(-1))
+            out.copy_(p.unsqueeze(1))
         elif name == "m":
-            out.append(mom)
+            out.copy_(mom)
         elif name == "rms":
-            out.append(rms)
+            out.copy_(rms)
         elif name == "m_rsqrt_rms":
-            out.append(mom * rsq)
+            torch.mul(mom, rsq, out=out)
         elif name == "rsqrt_rms":
-            out.append(rsq)
+            out.copy_(rsq)
         elif name == "fac_g":
-            out.append(stats.fac_g)
+            out.copy_(stats.fac_g)
         elif name == "g_rsqrt_rms":
-            out.append(g.unsqueeze(-1) * rsq)
+            torch.mul(g.unsqueeze(1), rsq, out=out)
         elif name == "fac_mom":
-            out.append(mom * stats.row_factor * stats.col_factor)
+            torch.mul(mom, stats.row_factor, out=out).mul_(stats.col_factor)
         else:  # pragma: no cover - guarded by the meta-weights config
             raise ValueError(f"unknown elementwise feature {name!r}")
-    return torch.cat(out, dim=-1)
+    return E
 
 
 def _broadcast_features(names, base: torch.Tensor) -> torch.Tensor:
     out = []
     for name in names:
         out.append(base if name in ("row", "col") else torch.rsqrt(base + RSQRT_EPS))
-    return torch.cat(out, dim=-1)
+    return torch.cat(out, dim=1)
 
 
 def _act(x: torch.Tensor, activation: str) -> torch.Tensor:
     return torch.relu_(x) if activation == "relu" else torch.tanh_(x)
 
 
-def _bmm(x: torch.Tensor, w: torch.Tensor, batched: bool) -> torch.Tensor:
-    """``(B, N, C) @ w`` with ``w`` of ``(C, H)`` (shared) or ``(B, C, H)`` (per member)."""
-    if batched:
-        return torch.bmm(x, w)
-    return (x.reshape(-1, x.shape[-1]) @ w).view(*x.shape[:-1], w.shape[-1])
+def _normalized_linear(X: torch.Tensor, w: torch.Tensor, ndim: int) -> torch.Tensor:
+    """``W^T normalize(X)`` as ``(B, H, N)`` for ``X`` of ``(B, C, *S')``, ``w`` of ``(C, H)`` or ``(B, C, H)``.
 
-
-def _normalized_linear(X: torch.Tensor, w: torch.Tensor, dims, batched: bool, ndim: int) -> torch.Tensor:
-    """``normalize(X) @ w`` as ``(B, N, H)``: per-channel scales over ``dims``; for ``ndim <= 2`` (one scale per
-    member and channel) they are folded into ``w`` instead of rescaling ``X`` (one pass less over the features)."""
-    B, C = X.shape[0], X.shape[-1]
-    count = math.prod(X.shape[d] for d in dims)
-    scale = torch.rsqrt(torch.linalg.vector_norm(X, dim=dims, keepdim=True).square_().div_(count).add_(INPUT_NORM_EPS))
+    Each channel is normalised by ``sqrt(1e-9 + mean(x^2))`` over the last two axes of ``S`` (``ndim = len(S)``);
+    when those are all the spatial axes (``ndim <= 2``) the scales are folded into ``w`` (one pass less over ``X``).
+    """
+    B, C = X.shape[:2]
     if ndim <= 2:
-        w_eff = scale.reshape(B, C, 1) * w  # (B, C, H), w shared (C, H) or per member (B, C, H)
-        return torch.bmm(X.reshape(B, -1, C), w_eff)
-    return _bmm((X * scale).reshape(B, -1, C), w, batched)
+        Xf = X.reshape(B, C, -1)
+        scale = torch.rsqrt(Xf.square().mean(dim=-1).add_(INPUT_NORM_EPS))  # (B, C)
+        w_eff = scale.unsqueeze(-1) * w  # (B, C, H)
+        return torch.bmm(w_eff.transpose(1, 2), Xf)
+    scale = torch.rsqrt(X.square().mean(dim=(-2, -1), keepdim=True).add_(INPUT_NORM_EPS))
+    Xf = (X * scale).reshape(B, C, -1)
+    wt = w.transpose(-2, -1)
+    return torch.bmm(wt, Xf) if wt.ndim == 3 else torch.matmul(wt, Xf)
 
 
-def _bias(b: torch.Tensor, batched: bool, ndim: int) -> torch.Tensor:
-    """Reshape a bias ``(H,)`` / ``(B, H)`` to broadcast against ``(B, *S, H)`` (``ndim = len(S)``)."""
-    if batched:
-        return b.view(b.shape[0], *([1] * ndim), b.shape[-1])
-    return b
+def _bias(b: torch.Tensor, batched: bool) -> torch.Tensor:
+    """A bias ``(H,)`` / ``(B, H)`` shaped to broadcast against ``(B, H, N)``."""
+    return b.unsqueeze(-1) if batched else b.view(1, -1, 1)
+
+
+def _dense(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor, batched: bool) -> torch.Tensor:
+    """``W^T h + b`` for ``h`` of ``(B, H, N)`` and ``w`` of ``(H, K)`` (shared) or ``(B, H, K)``."""
+    wt = w.transpose(-2, -1)
+    out = torch.bmm(wt, h) if batched else torch.matmul(wt, h)
+    return out.add_(_bias(b, batched))
 
 
 def mlp_outputs(
@@ -347,28 +353,27 @@ def mlp_outputs(
     weights: MLPWeights,
     num_outputs: int = 1,
 ) -> torch.Tensor:
-    """Normalised features -> meta-MLP -> the first ``num_outputs`` outputs, ``(B, *S, num_outputs)``."""
+    """Normalised features -> meta-MLP -> the first ``num_outputs`` outputs, ``(B, num_outputs, *S)``."""
     B, shape = p.shape[0], tuple(p.shape[1:])
     n = len(shape)
-    dims = norm_dims(n)
     factored = stats.row is not None
     names = weights.elem_factored if factored else weights.elem_plain
     w_elem = weights.w_elem_factored if factored else weights.w_elem_plain
     E = elementwise_features(names, p, g, state, stats)
-    h = _normalized_linear(E, w_elem, dims, weights.batched, n).view(*p.shape, -1)
+    h = _normalized_linear(E, w_elem, n)  # (B, H, N)
     del E
+    H = h.shape[1]
     if factored:
+        hs = h.view(B, H, *shape)
         for group, base, w in ((weights.row, stats.row, weights.w_row), (weights.col, stats.col, weights.w_col)):
             if group:
-                F = _broadcast_features(group, base)
-                h += _normalized_linear(F, w, dims, weights.batched, n).view(*F.shape[:-1], -1)
-    h += _bias(weights.b0, weights.batched, n)
-    h = _act(h, weights.activation).view(B, -1, h.shape[-1])
+                F = _broadcast_features(group, base)  # (B, C, *S with 1 at d0 / d1)
+                hs += _normalized_linear(F, w, n).view(B, H, *F.shape[2:])
+    h = _act(h.add_(_bias(weights.b0, weights.batched)), weights.activation)
     for w, b in weights.hidden:
-        h = _act(_bmm(h, w, weights.batched) + (b.unsqueeze(1) if weights.batched else b), weights.activation)
-    w_out, b_out = weights.w_out[..., :num_outputs], weights.b_out[..., :num_outputs]
-    out = _bmm(h, w_out, weights.batched) + (b_out.unsqueeze(1) if weights.batched else b_out)
-    return out.view(*p.shape, num_outputs)
+        h = _act(_dense(h, w, b, weights.batched), weights.activation)
+    out = _dense(h, weights.w_out[..., :num_outputs], weights.b_out[..., :num_outputs], weights.batched)
+    return out.view(B, num_outputs, *shape)
 
 
 # ------------------------------------------------------------------------------------------------------ orthogonalise
@@ -454,9 +459,9 @@ def celo2_step_direction(
     g = g.clamp(-grad_clip, grad_clip)
     stats = update_accumulators_(g, state, momentum_decays, rms_decays, adafactor_decays)
     out = mlp_outputs(p, g, state, stats, weights, num_outputs=2 if exp_mult else 1)
-    step = out[..., 0]
+    step = out[:, 0]
     if exp_mult:
-        step = step * torch.exp(out[..., 1] * exp_mult)
+        step = step * torch.exp(out[:, 1] * exp_mult)
     if orthogonalize and p.ndim >= 3:
         step = newton_schulz(step, ns_coeffs, ns_steps, ns_eps)
     dims = (-2, -1) if p.ndim >= 3 else (-1,)
@@ -478,7 +483,5 @@ __all__ = [
     "make_mlp_weights",
     "mlp_outputs",
     "newton_schulz",
-    "norm_dims",
-    "second_moment_normalize_",
     "update_accumulators_",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 import math
 from collections import defaultdict
@@ -45,9 +47,18 @@ def load_meta_weights(source) -> Celo2MetaWeights:
         return source
     if not isinstance(source, (str, Path)):
         raise TypeError(f"`meta_weights` must be a Celo2MetaWeights, a path or a repo id, but is {type(source)}")
+    if Path(source) == default_meta_weights_path():
+        return copy.deepcopy(_default_meta_weights())
     from .convert import load_any
 
     return load_any(source)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_meta_weights() -> Celo2MetaWeights:
+    from .convert import load_any
+
+    return load_any(default_meta_weights_path())
 
 
 class Celo2(torch.optim.Optimizer):
