@@ -78,6 +78,10 @@ def publish(out_dir: Path, source: str | Path | None = None, repo_id: str | None
         reparam_range=cfg.get("reparam_range"),
         init=cfg.get("init"),
         threads=info.get("threads"),
+        eval_initial=(info.get("eval_initial_rule") or {}).get("mean"),
+        eval_adamw=(info.get("eval_adamw_baseline") or {}).get("mean"),
+        eval_best=info.get("eval_best"),
+        eval_steps=cfg.get("eval_steps"),
         **kw,
     )
     return out_dir

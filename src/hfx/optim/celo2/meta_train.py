@@ -221,6 +221,8 @@ class MetaTrainer:
         self.families = [FAMILIES[name]() for name in config.families]
         self.out = Path(config.output_dir)
         self.best = math.inf
+        self.initial_eval: dict | None = None
+        self.adamw_eval: dict | None = None
 
     # ------------------------------------------------------------------------------------------------ estimator
     def estimate(self, runs: list[_FamilyRun]) -> tuple[torch.Tensor, float]:
@@ -288,6 +290,8 @@ class MetaTrainer:
                 "iteration": self.iteration,
                 "elapsed": self.elapsed,
                 "best": self.best,
+                "initial_eval": self.initial_eval,
+                "adamw_eval": self.adamw_eval,
                 "generator": self.gen.get_state(),
                 "config": dataclasses.asdict(self.cfg),
             },
@@ -301,6 +305,7 @@ class MetaTrainer:
         state = torch.load(Path(folder) / "meta_train_state.pt", weights_only=False)
         self.theta, self.adam_m, self.adam_v = state["theta"], state["adam_m"], state["adam_v"]
         self.iteration, self.elapsed, self.best = state["iteration"], state["elapsed"], state["best"]
+        self.initial_eval, self.adamw_eval = state.get("initial_eval"), state.get("adamw_eval")
         self.gen.set_state(state["generator"])
 
     def summary(self) -> dict:
@@ -310,6 +315,9 @@ class MetaTrainer:
             "wall_minutes": round(self.elapsed / 60, 2),
             "inner_steps_per_member": self.iteration * self.cfg.trunc_length,
             "meta_parameters": self.meta.num_parameters(),
+            "eval_initial_rule": self.initial_eval,
+            "eval_adamw_baseline": self.adamw_eval,
+            "eval_best": self.best,
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
         }
@@ -324,10 +332,10 @@ class MetaTrainer:
             self.load(self.out / "checkpoint-latest")
         log = (self.out / "history.jsonl").open("a")
         if self.iteration == 0:
-            init_eval = self.evaluate(self.theta)
-            adamw_eval = self.evaluate(baseline="adamw")
-            self.best = init_eval["mean"]
-            log.write(json.dumps({"iteration": 0, "eval": init_eval, "eval_adamw": adamw_eval}) + "\n")
+            self.initial_eval = self.evaluate(self.theta)
+            self.adamw_eval = self.evaluate(baseline="adamw")
+            self.best = self.initial_eval["mean"]
+            log.write(json.dumps({"iteration": 0, "eval": self.initial_eval, "eval_adamw": self.adamw_eval}) + "\n")
             log.flush()
             self.save("best")
         runs = [_FamilyRun(f, self.meta, self.cfg.num_particles, self.cfg, self.gen) for f in self.families]
