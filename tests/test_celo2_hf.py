@@ -50,6 +50,7 @@ def _args(tmp_path, **kw):
     return TrainingArguments(**base)
 
 
+@pytest.mark.slow
 def test_trainer_with_celo2_instance_and_scheduler(tiny_llama, tmp_path):
     from transformers import Trainer
 
@@ -86,6 +87,7 @@ def test_trainer_optimizer_cls_and_kwargs_keeps_routing_and_decay_groups(tiny_ll
     assert rules["model.layers.1.mlp.down_proj.weight"] == "celo2"
 
 
+@pytest.mark.slow
 def test_trainer_checkpoint_resume_is_exact(tiny_llama, tmp_path):
     from transformers import Trainer
 
@@ -115,6 +117,7 @@ def test_trainer_checkpoint_resume_is_exact(tiny_llama, tmp_path):
         assert torch.equal(a, b), n
 
 
+@pytest.mark.slow
 def test_trl_sft_trainer_with_celo2(tiny_llama, tmp_path):
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
