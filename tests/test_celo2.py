@@ -422,8 +422,10 @@ def test_meta_training_checkpoints_resumes_and_publishes(tmp_path):
     loaded = Celo2MetaWeights.from_pretrained(final)
     torch.testing.assert_close(loaded.flat_parameters(), trainer.theta)
     # resume continues the iteration count from the latest checkpoint (CLI entry point)
-    main(["--outer-iterations", "3", "--resume", *sum(([f"--{k.replace('_', '-')}", *(
-        map(str, v) if isinstance(v, tuple) else [str(v)])] for k, v in cfg.items()), [])])  # fmt: skip
+    argv = ["--outer-iterations", "3", "--resume"]
+    for key, value in cfg.items():
+        argv += [f"--{key.replace('_', '-')}", *(map(str, value) if isinstance(value, tuple) else [str(value)])]
+    main(argv)
     summary = (tmp_path / "run" / "summary.json").read_text()
     assert '"outer_iterations_done": 3' in summary
     card = (publish("celo2", tmp_path / "hub", source=str(final)) / "README.md").read_text()
