@@ -328,6 +328,18 @@ def test_official_flax_checkpoint_converts(tmp_path):
     w = nn.Parameter(torch.randn(4, 4))
     opt = Celo2.from_pretrained(tmp_path / "official", [("w", w)], lr=1e-3)
     torch.testing.assert_close(opt.meta_weights.flat_parameters(), src.flat_parameters())
+    # ... and so does a Hub repo in the official layout (resolved offline from the HF cache)
+    from huggingface_hub import constants
+
+    from hfx.hub import add_to_hf_cache
+
+    add_to_hf_cache(tmp_path / "official", "someone/celo2-official", cache_dir=tmp_path / "cache")
+    old, constants.HF_HUB_CACHE = constants.HF_HUB_CACHE, str(tmp_path / "cache")
+    try:
+        opt = Celo2.from_pretrained("someone/celo2-official", [("w", w)], lr=1e-3)
+    finally:
+        constants.HF_HUB_CACHE = old
+    torch.testing.assert_close(opt.meta_weights.flat_parameters(), src.flat_parameters())
     # wrong feature widths are refused, naming what was found
     theta["w0__3"] = np.zeros((2, 8), np.float32)
     (tmp_path / "bad.state").write_bytes(_flax_msgpack({"ff_mod_stack": {"~": theta}}))
