@@ -50,6 +50,8 @@ _LAZY = {
     "LinUCBRouter": "hfx.routing",
     "RandomRouter": "hfx.routing",
     "RoutedRewardModel": "hfx.routing",
+    # optimizers (torch.optim)
+    "Celo2": "hfx.optim",
 }
 _SUBMODULES = {
     "generation",
@@ -57,6 +59,7 @@ _SUBMODULES = {
     "tuners",
     "pipelines",
     "routing",
+    "optim",
     "prunesid",
     "hub",
     "models",
