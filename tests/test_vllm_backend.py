@@ -224,6 +224,18 @@ def _value_function(input_ids, attention_mask):
     return torch.stack([mean_id, even], -1)
 
 
+def _generated_parity(prompt_length):
+    """Two objectives that trade off between candidates: share of even / of odd token ids in the generated part
+    (the exact worst-case weights are then not always a vertex, so the solvers' weights are compared for real)."""
+
+    def value_function(input_ids, attention_mask):
+        ids, m = input_ids[:, prompt_length:], attention_mask[:, prompt_length:].float()
+        even = ((ids % 2 == 0).float() * m).sum(-1) / m.sum(-1).clamp(min=1)
+        return torch.stack([even, 1 - even], -1)
+
+    return value_function
+
+
 def test_rmod_greedy_matches_hf_greedy(llm, hf):
     """RMOD with K = 1 and greedy sampling is greedy decoding: same tokens as HF ``generate(do_sample=False)``."""
     from hfx.generation.rmod.vllm import rmod_vllm
@@ -293,7 +305,8 @@ def test_rmod_injected_candidates_choose_the_same_blocks(llm, hf, monkeypatch):
         return out
 
     monkeypatch.setattr(rmod_vllm_module, "_sample_block", fake_sample_block)
-    common = dict(value_function=_value_function, num_branches=K, block_size=B, rmod_lambda=2.0, max_new_tokens=new)
+    common = dict(value_function=_generated_parity(P), num_branches=K, block_size=B, rmod_lambda=5.0,
+                  max_new_tokens=new)  # fmt: skip
     got = rmod_vllm_module.rmod_vllm(llm, enc["input_ids"], attention_mask=enc["attention_mask"], do_sample=True,
                                      seed=[0, 1000], pad_token_id=tok.pad_token_id, return_dict_in_generate=True,
                                      **common)  # fmt: skip
@@ -310,6 +323,7 @@ def test_rmod_injected_candidates_choose_the_same_blocks(llm, hf, monkeypatch):
     for a, b in zip(got.block_weights, ref.block_weights):
         torch.testing.assert_close(a, b)
     assert len({tuple(w.round(decimals=3).tolist()[0]) for w in got.block_weights}) > 1  # weights are not constant
+    assert any(((w > 0.01) & (w < 0.99)).all(-1).any() for w in got.block_weights)  # and one is not a vertex
 
 
 def test_cli_generate_runs_on_vllm(llm, monkeypatch, capsys):
