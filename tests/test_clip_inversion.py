@@ -711,3 +711,79 @@ def test_each_image_of_a_prompt_starts_from_its_own_bank_inr(pipe):
     nearest = first_renders(inr_bank_init="nearest")  # the rule before issue 11
     for j in range(4):
         torch.testing.assert_close(nearest[j], bank_render(int(order[0])), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- issue 11, item 11: exact speed-ups, options
+def _reference_inr(inr, coords):
+    """The INR before issue 11, written out: expand + baddbmm per layer, FINER with alpha detached by autograd."""
+    x = coords.unsqueeze(0).expand(inr.num_images, -1, -1)
+    for index, (weight, bias) in enumerate(zip(inr.weights, inr.biases)):
+        x = torch.baddbmm(bias, x, weight)
+        if index < inr.num_layers - 1:
+            x = torch.sin(inr.omega * (x.abs() + 1).detach() * x)
+    return torch.sigmoid(x)
+
+
+@pytest.mark.parametrize("num_images", [1, 3])
+def test_fused_inr_values_and_gradients_equal_the_reference_formula(monkeypatch, num_images):
+    from hfx.pipelines.clip_inversion import inr as inr_module
+    from hfx.pipelines.clip_inversion.inr import coordinate_grid
+
+    monkeypatch.setattr(inr_module, "FINER_CHUNK_ROWS", 256)  # 1600 points -> 7 blocks, a ragged last one
+    inr = FinerINR(hidden_features=24, hidden_layers=3, num_images=num_images, generator=gen(0)).double()
+    coords = coordinate_grid(40, 40, dtype=torch.float64).requires_grad_(True)  # shared by the images: grads sum
+    target = torch.rand(num_images, 1600, 3, generator=gen(1), dtype=torch.float64)
+    inr.weights[2].requires_grad_(False)  # a layer without gradient: its weight GEMM is skipped, the rest unchanged
+    params = [coords] + [p for p in inr.parameters() if p.requires_grad]
+    out, ref = inr(coords), _reference_inr(inr, coords)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    grads = torch.autograd.grad(((out - target) ** 2).sum(), params)
+    ref_grads = torch.autograd.grad(((ref - target) ** 2).sum(), params)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10)
+    # (float64: in float32 the first layer's large frequencies (|omega alpha z| up to ~1e4 rad) amplify any
+    # one-ulp GEMM rounding difference, between any two BLAS kernels, into ~1e-2 gradient differences)
+
+
+def _capture_inr(pipe, monkeypatch):
+    created, make = [], pipe.make_inr
+    monkeypatch.setattr(pipe, "make_inr", lambda *a, **k: created.append(make(*a, **k)) or created[-1])
+    return created
+
+
+def test_min_layer_lr_ratio_gives_no_gradient_to_far_layers(pipe, monkeypatch):
+    init = [p.detach().clone() for p in pipe.make_inr(1, generator=gen(0)).parameters()]
+    created = _capture_inr(pipe, monkeypatch)
+    # 4 INR layers; one step peaks on layer 0: lr ratios 1, 0.61, 0.135, 0.011 -> only layer 3 is below 0.05
+    pipe("a cat", num_inference_steps=1, learning_rate=1e-2, min_layer_lr_ratio=0.05, generator=gen(0), **FAST)
+    pipe("a cat", num_inference_steps=1, learning_rate=1e-2, generator=gen(0), **FAST)  # default: every layer
+    for inr, frozen in zip(created, ({3}, set())):
+        weights = [w.detach() for w in inr.weights]
+        assert all(p.requires_grad for p in inr.parameters())  # restored after the run
+        for index, weight in enumerate(weights):
+            assert torch.equal(weight, init[index]) == (index in frozen), index
+    with pytest.raises(ValueError, match="`min_layer_lr_ratio` has to lie in"):
+        pipe("a cat", num_inference_steps=1, min_layer_lr_ratio=1.0, **FAST)
+
+
+def test_coarse_grid_factor_optimises_a_jittered_coarse_grid_and_renders_full_size(pipe, monkeypatch):
+    created = _capture_inr(pipe, monkeypatch)
+    seen = []
+    out = pipe(
+        "a cat",
+        num_inference_steps=2,
+        learning_rate=1e-12,
+        coarse_grid_factor=2,
+        generator=gen(0),
+        output_type="pt",
+        callback_on_step_end=lambda p, i, t, kw: seen.append(kw["image"]) or {},
+        callback_on_step_end_tensor_inputs=["image"],
+        **FAST,
+    )
+    assert [tuple(s.shape) for s in seen] == [(1, 3, SIZE // 2, SIZE // 2)] * 2  # what CLIP saw (upsampled)
+    assert (seen[0] - seen[1]).abs().max() > 1e-3  # a new sub-pixel offset each step (the INR barely moved)
+    unjittered = created[0].render(SIZE // 2, SIZE // 2).detach()
+    assert not torch.allclose(seen[0], unjittered, atol=1e-3)
+    torch.testing.assert_close(out.images, created[0].render(SIZE, SIZE).detach(), rtol=0, atol=1e-6)  # full size
+    with pytest.raises(ValueError, match="`coarse_grid_factor` has to be an integer >= 1"):
+        pipe("a cat", num_inference_steps=1, coarse_grid_factor=0, **FAST)

@@ -29,7 +29,7 @@ from diffusers.utils import replace_example_docstring
 
 from .augment import augment_images
 from .banks import CLIPEmbeddingBank, INRBank
-from .inr import OUTPUT_ACTIVATIONS, FinerINR, fit_inr, gaussian_blur
+from .inr import OUTPUT_ACTIVATIONS, FinerINR, coordinate_grid, fit_inr, gaussian_blur
 from .pipeline_output import CLIPInversionPipelineOutput
 from .procrustes import blend_target, cosine_distance, procrustes_align, retrieve
 from .schedules import gaussian_layer_lrs
@@ -543,7 +543,13 @@ class CLIPInversionPipeline(DiffusionPipeline):
         init_images: torch.Tensor | None = None,
         init_fit_steps: int = 0,
         init_ranks: torch.Tensor | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
+        coarse_grid_factor = as_int("coarse_grid_factor", coarse_grid_factor)
+        min_layer_lr_ratio = as_float("min_layer_lr_ratio", min_layer_lr_ratio)
+        if min_layer_lr_ratio >= 1:
+            raise ValueError(f"`min_layer_lr_ratio` has to lie in [0, 1), but is {min_layer_lr_ratio!r}")
         device = self.clip_model.device
         if generator is None:
             generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
@@ -573,6 +579,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
             [{"params": inr.layer_parameters(index), "lr": 0.0} for index in range(num_layers)], lr=learning_rate
         )
         size = self.clip_image_size
+        coarse_grid = None
+        if coarse_grid_factor > 1:
+            coarse_shape = (math.ceil(height / coarse_grid_factor), math.ceil(width / coarse_grid_factor))
+            coarse_grid = coordinate_grid(*coarse_shape, device=device)
+            coarse_pixel = torch.tensor([2.0 / coarse_shape[1], 2.0 / coarse_shape[0]], device=device)  # (x, y)
         self._interrupt = False
         history = []
         requires_grad = [p.requires_grad for p in self.clip_model.parameters()]
@@ -585,7 +596,16 @@ class CLIPInversionPipeline(DiffusionPipeline):
                     lrs = gaussian_layer_lrs(step, num_inference_steps, num_layers, learning_rate, lr_sigma_layers)
                     for group, lr in zip(optimizer.param_groups, lrs.tolist()):
                         group["lr"] = lr
-                    image = inr.render(height, width)
+                    if min_layer_lr_ratio > 0:  # no gradient (hence no weight-gradient GEMM) for near-frozen layers
+                        keep = (lrs >= min_layer_lr_ratio * learning_rate) | (lrs == lrs.max())
+                        for index, flag in enumerate(keep.tolist()):
+                            for param in inr.layer_parameters(index):
+                                param.requires_grad_(flag)
+                    if coarse_grid is None:
+                        image = inr.render(height, width)
+                    else:  # a coarse grid shifted by a random sub-pixel offset; CLIP sees it upsampled
+                        jitter = (torch.rand(2, generator=generator) - 0.5).to(device) * coarse_pixel
+                        image = inr(coarse_grid + jitter).transpose(1, 2).reshape(batch_size, -1, *coarse_shape)
                     views = augment_images(
                         image, num_augmentations, size, strength=augmentation_strength, generator=generator
                     )
@@ -613,6 +633,7 @@ class CLIPInversionPipeline(DiffusionPipeline):
                             terms[0] = (target_embeds, 1.0)
         finally:
             optimizer.zero_grad(set_to_none=True)
+            inr.requires_grad_(True)
             for param, flag in zip(self.clip_model.parameters(), requires_grad):
                 param.requires_grad_(flag)
 
@@ -660,6 +681,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         r"""
         Generate images from text by inverting the frozen CLIP.
@@ -768,6 +791,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
             init_ranks=init_ranks,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
         )
 
     def reconstruct(
@@ -789,6 +814,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         """Reconstruct ``image`` from its CLIP embedding alone (target = the unit-norm image embedding).
 
@@ -845,6 +872,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
             return_dict,
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
         )
 
     def stylize(
@@ -870,6 +899,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         """Text-guided style transfer: start from an INR fitted to ``image`` and pull it toward ``style_prompt``.
 
@@ -935,6 +966,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
             extra_terms=extra,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
             init_images=pixels,
             init_fit_steps=init_fit_steps,
         )
