@@ -4,6 +4,9 @@ The INR maps pixel coordinates ``(x, y)`` in ``[-1, 1]`` to RGB. Every hidden la
 activation ``sin(omega * alpha * z)`` with ``alpha = |z| + 1`` (FINER, Liu et al., CVPR 2024; used by CLIP^-1,
 arXiv:2505.23161, section 3). The module holds ``num_images`` independent INRs as batched weight tensors, so a batch of
 prompts is optimised in one vectorised pass; Adam is elementwise, so this is exactly equivalent to independent runs.
+Each FINER layer runs as one fused autograd function (:class:`_FinerLinear`): same values and gradients as
+``finer_activation(x W + b)``, with the element-wise work done block by block in cache, and a single INR takes 2-D
+GEMMs instead of a batch-of-one ``baddbmm``.
 
 This file is copied verbatim into saved pipeline folders (remote-code loading), so it imports only torch.
 """
@@ -165,7 +168,8 @@ class FinerINR(nn.Module):
         num_images (`int`, *optional*, defaults to `1`): independent INRs held as a batch.
         output_activation (`str`, *optional*, defaults to `"sigmoid"`): maps the RGB head to ``[0, 1]``; one of
             ``"sigmoid"`` or ``"clamp"`` [reconstruction].
-        detach_alpha (`bool`, *optional*, defaults to `True`): see :func:`finer_activation`.
+        detach_alpha (`bool`, *optional*, defaults to `True`): see :func:`finer_activation`; ``True`` runs each
+            FINER layer as the fused autograd function (first-order only), ``False`` as plain autograd ops.
         generator (`torch.Generator`, *optional*): RNG for the initialisation (reproducible images).
 
     Raises:
@@ -255,10 +259,14 @@ class FinerINR(nn.Module):
         """Evaluate the INRs.
 
         Args:
-            coords (`torch.Tensor` of shape `(num_points, in_features)` or `(num_images, num_points, in_features)`).
+            coords (`torch.Tensor` of shape `(num_points, in_features)` (shared by the images) or
+                `(num_images, num_points, in_features)`).
 
         Returns:
             `torch.Tensor` of shape `(num_images, num_points, out_features)`, values in ``[0, 1]``.
+
+        Raises:
+            ValueError: if 3-D ``coords`` do not have ``num_images`` rows.
         """
         if coords.dim() == 3 and coords.shape[0] != self.num_images:
             raise ValueError(

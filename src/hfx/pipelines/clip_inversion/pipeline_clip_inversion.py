@@ -146,6 +146,10 @@ class CLIPInversionPipeline(DiffusionPipeline):
     ``ModelMixin``: a folder loaded with remote code defines its own ``CLIPEmbeddingBank`` / ``INRBank`` classes, and
     diffusers' type check would otherwise warn ("Expected types for inr_bank") about its own classes.
 
+    Step cost: the default optimisation is exact (see :class:`~hfx.pipelines.clip_inversion.FinerINR`: 2-D GEMMs for
+    one image, a fused FINER layer); ``coarse_grid_factor`` and ``min_layer_lr_ratio`` are opt-in speed options that
+    change the optimisation (documented in ``__call__``).
+
     Raises:
         ValueError: if a bank's embedding dimension differs from ``clip_model.config.projection_dim``, or the
             ``inr_bank`` was fitted with a different INR architecture.
@@ -724,6 +728,16 @@ class CLIPInversionPipeline(DiffusionPipeline):
                 `"target_embeds"` replaces the target; set `pipe._interrupt = True` to stop early.
             callback_on_step_end_tensor_inputs (`list[str]`, *optional*, defaults to `["loss"]`): subset of
                 `["image", "image_embeds", "target_embeds", "loss"]`.
+            coarse_grid_factor (`int`, *optional*, defaults to `1`): speed option, not exact. With `F > 1` the INR is
+                optimised on a grid `F` times coarser in each direction (`ceil(height / F) x ceil(width / F)`),
+                shifted each step by a random sub-pixel offset drawn from `generator`, which CLIP sees upsampled;
+                the output is rendered at full `height x width`. The callback's `"image"` is the coarse render.
+                See `benchmarks/clip_inversion_options.py` for its measured cost and effect.
+            min_layer_lr_ratio (`float`, *optional*, defaults to `0.0`): speed option, not exact. At each step, an
+                INR layer whose scheduled learning rate is below `min_layer_lr_ratio * learning_rate` gets no
+                gradient (its weight-gradient GEMM is skipped, the backward stops below the lowest layer that needs a
+                gradient, and its Adam state does not move that step); the layer with the highest learning rate
+                always learns. Must lie in `[0, 1)`; `0` is the exact default.
 
         Examples:
 
