@@ -325,6 +325,8 @@ class RoutedRewardModel:
         if len(prompts) != len(completions):
             raise ValueError(f"`prompts` ({len(prompts)}) and `completions` ({len(completions)}) differ in length")
         n = len(prompts)
+        if n == 0:
+            return []
         pairs, credit, group = self.form_pairs(prompts)
         row = {k: v for k, v in kwargs.items() if isinstance(v, (list, tuple)) and len(v) == n}
         shared = {k: v for k, v in kwargs.items() if k not in row}
