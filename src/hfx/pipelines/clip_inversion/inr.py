@@ -72,7 +72,7 @@ class _FinerLinear(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, omega):
+    def forward(ctx, x, weight, bias, omega, need_grad=True):
         z = _linear(x, weight, bias, with_bias=False)  # (N, P, d_out), owned here
         out = torch.empty_like(z)
         for start in range(0, z.shape[1], FINER_CHUNK_ROWS):
@@ -80,9 +80,11 @@ class _FinerLinear(torch.autograd.Function):
             zc = z[:, rows].add_(bias)
             alpha = zc.abs().add_(1.0)
             torch.sin(torch.mul(alpha, zc).mul_(omega), out=out[:, rows])  # sin(((|z| + 1) z) omega), as _FinerSine
-            omega_alpha = alpha.mul_(omega)
-            zc.mul_(omega_alpha).cos_().mul_(omega_alpha)  # dy/dz, in place of z
-        ctx.save_for_backward(x, weight, z)
+            if need_grad:
+                omega_alpha = alpha.mul_(omega)
+                zc.mul_(omega_alpha).cos_().mul_(omega_alpha)  # dy/dz, in place of z
+        if need_grad:
+            ctx.save_for_backward(x, weight, z)
         return out
 
     @staticmethod
@@ -108,7 +110,7 @@ class _FinerLinear(torch.autograd.Function):
             if need_x:
                 grad_x = torch.bmm(gz, weight.transpose(1, 2))
                 grad_x = grad_x.sum(0) if x.dim() == 2 else grad_x
-        return grad_x, grad_w, grad_b, None
+        return grad_x, grad_w, grad_b, None, None
 
 
 def finer_activation(z: torch.Tensor, omega: float = 30.0, detach_alpha: bool = True) -> torch.Tensor:
@@ -279,7 +281,8 @@ class FinerINR(nn.Module):
             if index == last:
                 x = _linear(x, weight, bias)
             elif self.detach_alpha:
-                x = _FinerLinear.apply(x, weight, bias, self.omega)
+                need_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+                x = _FinerLinear.apply(x, weight, bias, self.omega, need_grad)
             else:
                 x = finer_activation(_linear(x, weight, bias), self.omega, detach_alpha=False)
         if self.output_activation == "sigmoid":
