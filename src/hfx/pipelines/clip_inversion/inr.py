@@ -5,8 +5,8 @@ activation ``sin(omega * alpha * z)`` with ``alpha = |z| + 1`` (FINER, Liu et al
 arXiv:2505.23161, section 3). The module holds ``num_images`` independent INRs as batched weight tensors, so a batch of
 prompts is optimised in one vectorised pass; Adam is elementwise, so this is exactly equivalent to independent runs.
 Each FINER layer runs as one fused autograd function (:class:`_FinerLinear`): same values and gradients as
-``finer_activation(x W + b)``, with the element-wise work done block by block in cache, and a single INR takes 2-D
-GEMMs instead of a batch-of-one ``baddbmm``.
+``finer_activation(x W + b)``, with fewer element-wise passes and the derivative stored in place of ``z``; a single
+INR takes 2-D GEMMs instead of a batch-of-one ``baddbmm``.
 
 This file is copied verbatim into saved pipeline folders (remote-code loading), so it imports only torch.
 """
@@ -52,9 +52,11 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, with_bias
     return torch.baddbmm(bias, x3, weight) if with_bias else torch.bmm(x3, weight)
 
 
-# rows of the point dimension processed at once by the fused FINER layer: the element-wise chain then runs on
-# ~1 MB blocks that stay in cache instead of making ~10 passes over (points x width) tensors in memory
-FINER_CHUNK_ROWS = 1024
+# rows of the point dimension that the fused FINER layer processes per block. Small blocks (~1k rows, ~1 MB) keep
+# the element-wise chain in cache and were ~5 % faster single-threaded, but every block is a separate (parallel)
+# kernel: on an oversubscribed CPU (a shared 2-core machine at load 20) 49 blocks per 224 x 224 layer made the INR
+# 5x slower than the unfused formula. So by default a 224 x 224 render is one block.
+FINER_CHUNK_ROWS = 1 << 16
 
 
 class _FinerLinear(torch.autograd.Function):
@@ -63,9 +65,9 @@ class _FinerLinear(torch.autograd.Function):
     Same values and gradients as ``finer_activation(x W + b, omega)`` (the element-wise formulas are those of
     :class:`_FinerSine`, so they agree up to float rounding of the GEMMs), but faster on CPU:
 
-    * ``z`` is computed without the bias broadcast copy, and the bias add, ``sin`` and the local derivative
-      ``dy/dz = omega * alpha * cos(omega * alpha * z)`` are computed block by block in cache (one read of ``z``,
-      two writes) instead of ~10 full passes;
+    * ``z`` is computed without the bias broadcast copy, then the bias add, ``sin`` and the local derivative
+      ``dy/dz = omega * alpha * cos(omega * alpha * z)`` are computed in one sweep over blocks of
+      ``FINER_CHUNK_ROWS`` points (by default one block up to 256 x 256 points);
     * ``dy/dz`` is stored over ``z`` (the same memory the unfused path saves), so the backward is one multiply plus
       the GEMMs, and a GEMM whose result is not needed (a weight that does not require grad, the coordinates) is
       skipped.
