@@ -531,12 +531,18 @@ def test_diffusion_pipeline_loads_saved_folder_with_trust_remote_code(pipe, tmp_
         out = pipe("a photo of a cat", num_inference_steps=2, procrustes_k=4, output_type="np", height={SIZE},
                    width={SIZE}, num_augmentations=2, generator=torch.Generator().manual_seed(0))
         np.testing.assert_array_equal(out.images, np.load({str(tmp_path / "ref.npy")!r}))
+        half = DiffusionPipeline.from_pretrained({str(folder)!r}, trust_remote_code=True, dtype=torch.bfloat16)
+        assert half.clip_model.dtype == torch.bfloat16, half.clip_model.dtype
+        for bank in (half.inr_bank, half.embedding_bank):  # issue 11: banks stay float32
+            for name, tensor in bank.state_dict().items():
+                assert tensor.dtype == torch.float32 and torch.equal(tensor, getattr(pipe, bank_name(bank)).state_dict()[name])
         print("OK")
         """
-    )
+    ).replace("bank_name(bank)", "('inr_bank' if type(bank).__name__ == 'INRBank' else 'embedding_bank')")
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+    assert "Expected types for" not in result.stderr, result.stderr[-3000:]  # issue 11: no spurious type warnings
 
 
 # ---------------------------------------------------------------- publish + CLI
@@ -580,3 +586,206 @@ def test_cli_synthesize_tiny(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "tiny random CLIP" in captured.out + captured.err
     assert main(["synthesize", "", "--steps", "2", "--out", str(target)]) == 2
+
+
+# ---------------------------------------------------------------- issue 11, item 10: inputs, dtypes, per-image init
+def test_banks_stay_float32_when_the_pipeline_is_cast_or_loaded_in_bfloat16(pipe, tmp_path):
+    _all_banks(pipe)
+    before = {n: pipe.inr_bank.state_dict()[n].clone() for n in pipe.inr_bank.state_dict()}
+    pipe.inr_bank.save_pretrained(tmp_path / "inr_bank")
+    pipe.to(torch.bfloat16)
+    try:
+        assert pipe.clip_model.dtype == torch.bfloat16
+        for bank in (pipe.inr_bank, pipe.embedding_bank):
+            assert all(t.dtype == torch.float32 for t in bank.state_dict().values())
+        assert all(torch.equal(pipe.inr_bank.state_dict()[n], t) for n, t in before.items())
+        loaded = INRBank.from_pretrained(tmp_path / "inr_bank", torch_dtype=torch.bfloat16)
+        assert all(torch.equal(loaded.state_dict()[n], t) for n, t in before.items())
+        loaded.half().bfloat16().double()  # every nn.Module cast goes through `_apply`
+        assert all(torch.equal(loaded.state_dict()[n], t) for n, t in before.items())
+        # the robust init is the stored fp32 INR, bit for bit, with a bf16 CLIP
+        seen = []
+        keep = lambda p, i, t, kw: seen.append(kw["image"]) or {}  # noqa: E731
+        pipe.reconstruct(
+            torch.rand(1, 3, SIZE, SIZE, generator=gen(5)),
+            num_inference_steps=1,
+            learning_rate=1e-12,
+            generator=gen(0),
+            callback_on_step_end=keep,
+            callback_on_step_end_tensor_inputs=["image"],
+            output_type="pt",
+            **FAST,
+        )
+        entries = [pipe.make_inr(1) for _ in range(2)]
+        for k, inr in enumerate(entries):
+            inr.load_flat_parameters(before["inr_parameters"][k : k + 1])
+        assert any(torch.equal(seen[0], inr.render(SIZE, SIZE).detach()) for inr in entries)
+    finally:
+        pipe.to(torch.float32)
+
+
+def test_integer_and_float_images_follow_one_rule(pipe):
+    pixels = torch.randint(0, 256, (2, 3, 8, 8), generator=gen(0), dtype=torch.uint8)
+    expected = pixels.float() / 255
+    from_tensor = pipe.images_to_tensor(pixels, 8, 8)
+    from_array = pipe.images_to_tensor(pixels.permute(0, 2, 3, 1).numpy(), 8, 8)
+    torch.testing.assert_close(from_tensor, expected, rtol=0, atol=0)  # was clamped to white before issue 11
+    torch.testing.assert_close(from_array, expected, rtol=0, atol=0)
+    torch.testing.assert_close(pipe.images_to_tensor(pixels.long(), 8, 8), expected, rtol=0, atol=0)
+    torch.testing.assert_close(pipe.images_to_tensor(expected.numpy().transpose(0, 2, 3, 1), 8, 8), expected)
+    with pytest.raises(ValueError, match=r"float `image` values have to lie in \[0, 1\]"):
+        pipe.images_to_tensor(pixels.float(), 8, 8)
+    with pytest.raises(ValueError, match=r"float `image` values have to lie in \[0, 1\]"):
+        pipe.images_to_tensor(pixels.permute(0, 2, 3, 1).numpy().astype(np.float32), 8, 8)
+    with pytest.raises(ValueError, match="NaN"):
+        pipe.reconstruct(torch.full((1, 3, 8, 8), float("nan")), num_inference_steps=1, **FAST)
+    with pytest.raises(ValueError, match="0-255"):
+        pipe.images_to_tensor(torch.full((1, 3, 4, 4), 300), 4, 4)
+    with pytest.raises(TypeError, match="integers"):
+        pipe.images_to_tensor(torch.ones(1, 3, 4, 4, dtype=torch.bool), 4, 4)
+
+
+def test_integer_likes_accepted_and_nan_inf_rejected(pipe):
+    call = {"prompt": "a photo of a cat", "generator": gen(1), "output_type": "np"}
+    lr = float(np.float32(5e-4))
+    ref = pipe(num_inference_steps=2, height=SIZE, width=SIZE, num_augmentations=2, learning_rate=lr, **call)
+    call["generator"] = gen(1)
+    out = pipe(
+        num_inference_steps=np.int64(2),
+        height=np.int32(SIZE),
+        width=torch.tensor(SIZE),
+        num_augmentations=np.uint8(2),
+        learning_rate=np.float32(5e-4),
+        **call,
+    )
+    np.testing.assert_array_equal(out.images, ref.images)
+    embeds = pipe.encode_prompt(["a cat", "a dog"])
+    embeds[1, 3] = float("nan")
+    for kwargs, match in (
+        ({"prompt_embeds": embeds}, r"`prompt_embeds` has to be finite, but row\(s\) \[1\]"),
+        ({"prompt": "cat", "learning_rate": float("inf")}, "`learning_rate` has to be a finite float"),
+        ({"prompt": "cat", "learning_rate": float("nan")}, "`learning_rate` has to be a finite float"),
+        ({"prompt": "cat", "blend_weight": float("inf")}, "`blend_weight`"),
+        ({"prompt": "cat", "num_inference_steps": 2.0}, "`num_inference_steps` has to be an integer"),
+        ({"prompt": "cat", "num_images_per_prompt": True}, "`num_images_per_prompt` has to be an integer"),
+        ({"prompt": "cat", "inr_bank_init": "random"}, "`inr_bank_init`"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            pipe(**{"num_inference_steps": 1, **FAST, **kwargs})
+    with pytest.raises(TypeError, match="`learning_rate`"):
+        pipe("cat", num_inference_steps=1, learning_rate="5e-4", **FAST)
+    with pytest.raises(ValueError, match="`init_fit_steps`"):
+        pipe.stylize(torch.rand(1, 3, 8, 8), "cat", init_fit_steps=-1, **FAST)
+
+
+def test_each_image_of_a_prompt_starts_from_its_own_bank_inr(pipe):
+    images = torch.rand(3, 3, 16, 16, generator=gen(7))
+    pipe.set_banks(inr_bank=pipe.build_inr_bank(images, height=16, width=16, num_steps=2, generator=gen(1)))
+    target = pipe.encode_prompt("a photo of a cat")
+    order = torch.argsort(F.cosine_similarity(target, pipe.inr_bank.key_embeds), descending=True)  # nearest first
+
+    def first_renders(**kwargs):
+        seen = []
+        pipe(
+            "a photo of a cat",
+            num_images_per_prompt=4,
+            num_inference_steps=1,
+            learning_rate=1e-12,
+            generator=gen(0),
+            output_type="pt",
+            callback_on_step_end=lambda p, i, t, kw: seen.append(kw["image"]) or {},
+            callback_on_step_end_tensor_inputs=["image"],
+            **FAST,
+            **kwargs,
+        )
+        return seen[0]
+
+    def bank_render(entry):
+        inr = pipe.make_inr(1)
+        inr.load_flat_parameters(pipe.inr_bank.inr_parameters[entry : entry + 1])
+        return inr.render(SIZE, SIZE).detach()[0]
+
+    per_image = first_renders()  # default: image j starts from the (j mod 3)-th nearest INR
+    for j, entry in enumerate([order[0], order[1], order[2], order[0]]):
+        torch.testing.assert_close(per_image[j], bank_render(int(entry)), rtol=0, atol=0)
+    nearest = first_renders(inr_bank_init="nearest")  # the rule before issue 11
+    for j in range(4):
+        torch.testing.assert_close(nearest[j], bank_render(int(order[0])), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- issue 11, item 11: exact speed-ups, options
+def _reference_inr(inr, coords):
+    """The INR before issue 11, written out: expand + baddbmm per layer, FINER with alpha detached by autograd."""
+    x = coords.unsqueeze(0).expand(inr.num_images, -1, -1)
+    for index, (weight, bias) in enumerate(zip(inr.weights, inr.biases)):
+        x = torch.baddbmm(bias, x, weight)
+        if index < inr.num_layers - 1:
+            x = torch.sin(inr.omega * (x.abs() + 1).detach() * x)
+    return torch.sigmoid(x)
+
+
+@pytest.mark.parametrize("num_images", [1, 3])
+def test_fused_inr_values_and_gradients_equal_the_reference_formula(monkeypatch, num_images):
+    from hfx.pipelines.clip_inversion import inr as inr_module
+    from hfx.pipelines.clip_inversion.inr import coordinate_grid
+
+    monkeypatch.setattr(inr_module, "FINER_CHUNK_ROWS", 256)  # 1600 points -> 7 blocks, a ragged last one
+    inr = FinerINR(hidden_features=24, hidden_layers=3, num_images=num_images, generator=gen(0)).double()
+    coords = coordinate_grid(40, 40, dtype=torch.float64).requires_grad_(True)  # shared by the images: grads sum
+    target = torch.rand(num_images, 1600, 3, generator=gen(1), dtype=torch.float64)
+    inr.weights[2].requires_grad_(False)  # a layer without gradient: its weight GEMM is skipped, the rest unchanged
+    params = [coords] + [p for p in inr.parameters() if p.requires_grad]
+    out, ref = inr(coords), _reference_inr(inr, coords)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    with torch.no_grad():  # the no-grad path skips dy/dz but renders the same values
+        assert torch.equal(inr(coords), out)
+    grads = torch.autograd.grad(((out - target) ** 2).sum(), params)
+    ref_grads = torch.autograd.grad(((ref - target) ** 2).sum(), params)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-10)
+    # (float64: in float32 the first layer's large frequencies (|omega alpha z| up to ~1e4 rad) amplify any
+    # one-ulp GEMM rounding difference, between any two BLAS kernels, into ~1e-2 gradient differences)
+
+
+def _capture_inr(pipe, monkeypatch):
+    created, make = [], pipe.make_inr
+    monkeypatch.setattr(pipe, "make_inr", lambda *a, **k: created.append(make(*a, **k)) or created[-1])
+    return created
+
+
+def test_min_layer_lr_ratio_gives_no_gradient_to_far_layers(pipe, monkeypatch):
+    init = [p.detach().clone() for p in pipe.make_inr(1, generator=gen(0)).parameters()]
+    created = _capture_inr(pipe, monkeypatch)
+    # 4 INR layers; one step peaks on layer 0: lr ratios 1, 0.61, 0.135, 0.011 -> only layer 3 is below 0.05
+    pipe("a cat", num_inference_steps=1, learning_rate=1e-2, min_layer_lr_ratio=0.05, generator=gen(0), **FAST)
+    pipe("a cat", num_inference_steps=1, learning_rate=1e-2, generator=gen(0), **FAST)  # default: every layer
+    for inr, frozen in zip(created, ({3}, set())):
+        weights = [w.detach() for w in inr.weights]
+        assert all(p.requires_grad for p in inr.parameters())  # restored after the run
+        for index, weight in enumerate(weights):
+            assert torch.equal(weight, init[index]) == (index in frozen), index
+    with pytest.raises(ValueError, match="`min_layer_lr_ratio` has to lie in"):
+        pipe("a cat", num_inference_steps=1, min_layer_lr_ratio=1.0, **FAST)
+
+
+def test_coarse_grid_factor_optimises_a_jittered_coarse_grid_and_renders_full_size(pipe, monkeypatch):
+    created = _capture_inr(pipe, monkeypatch)
+    seen = []
+    out = pipe(
+        "a cat",
+        num_inference_steps=2,
+        learning_rate=1e-12,
+        coarse_grid_factor=2,
+        generator=gen(0),
+        output_type="pt",
+        callback_on_step_end=lambda p, i, t, kw: seen.append(kw["image"]) or {},
+        callback_on_step_end_tensor_inputs=["image"],
+        **FAST,
+    )
+    assert [tuple(s.shape) for s in seen] == [(1, 3, SIZE // 2, SIZE // 2)] * 2  # what CLIP saw (upsampled)
+    assert (seen[0] - seen[1]).abs().max() > 1e-3  # a new sub-pixel offset each step (the INR barely moved)
+    unjittered = created[0].render(SIZE // 2, SIZE // 2).detach()
+    assert not torch.allclose(seen[0], unjittered, atol=1e-3)
+    torch.testing.assert_close(out.images, created[0].render(SIZE, SIZE).detach(), rtol=0, atol=1e-6)  # full size
+    with pytest.raises(ValueError, match="`coarse_grid_factor` has to be an integer >= 1"):
+        pipe("a cat", num_inference_steps=1, coarse_grid_factor=0, **FAST)

@@ -508,12 +508,12 @@ class CountingRM:
         return [self.sign * float(len(c)) for c in completions]
 
 
-def _routed(offline_router, seed=0, router=None):
+def _routed(offline_router, seed=0, router=None, **kwargs):
     from hfx.routing import RoutedRewardModel
 
     rms = {"long": CountingRM(1.0), "short": CountingRM(-1.0)}
     router = router or ThompsonRouter.from_offline_router(offline_router)
-    return RoutedRewardModel(router, rms, encoder=offline_router, seed=seed), rms
+    return RoutedRewardModel(router, rms, encoder=offline_router, seed=seed, **kwargs), rms
 
 
 def test_exactly_one_rm_call_per_pair(offline_router):
@@ -537,7 +537,8 @@ def test_exactly_one_rm_call_per_pair(offline_router):
 
 
 def test_grpo_reward_function_pairs_completions_within_groups(offline_router):
-    routed, _ = _routed(offline_router)
+    # the rule before issue 11, kept as `pairing="consecutive"`
+    routed, _ = _routed(offline_router, pairing="consecutive")
     prompts = ["p"] * 3 + ["q"] * 2
     completions = ["aaaa", "a", "aa", "bb", "bbbbb"]
     rewards = routed(prompts=prompts, completions=completions)
@@ -554,7 +555,9 @@ def test_grpo_reward_function_pairs_completions_within_groups(offline_router):
 
 
 def test_feedback_updates_only_routed_arms_with_normalised_rewards(offline_router):
-    routed, _ = _routed(offline_router, router=ThompsonRouter.from_offline_router(offline_router))
+    routed, _ = _routed(
+        offline_router, router=ThompsonRouter.from_offline_router(offline_router), pairing="consecutive"
+    )
     routed.normalizer.min_history = 1
     routed(prompts=["p"] * 4, completions=["a", "bb", "ccc", "dddd"])
     arms = torch.tensor([p["arm"] for p in routed.pending])
@@ -612,15 +615,30 @@ def test_routed_reward_model_bad_inputs(offline_router):
         routed(prompts=["p", "p"], completions=["a", "b"])
 
 
+class VerifierRM:
+    """A verifier-style TRL reward function that needs the dataset column ``answer`` (issue 11, item 8)."""
+
+    def __init__(self, sign, answers):
+        self.sign, self.answers, self.seen = sign, answers, []
+
+    def __call__(self, prompts, completions, answer, completion_ids, trainer_state, **kwargs):
+        assert [self.answers[p] for p in prompts] == list(answer)  # columns sliced to the rows this RM scores
+        assert len(completion_ids) == len(completions) and trainer_state is not None
+        self.seen += prompts[: len(prompts) // 2]
+        return [self.sign * float(len(c)) + 10.0 * (a in c) for c, a in zip(completions, answer)]
+
+
 def test_tiny_grpo_step_routes_one_rm_per_pair_and_updates_the_router(offline_router, tmp_path):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from hfx.routing import RouterUpdateCallback
+    from hfx.routing import RoutedRewardModel, RouterUpdateCallback
     from hfx.testing import tiny_llama
 
     policy, tok = tiny_llama(seed=1)
-    routed, _ = _routed(offline_router)
+    answers = {"hello world": "hi", "two plus two ?": "4"}
+    rms = {"long": VerifierRM(1.0, answers), "short": VerifierRM(-1.0, answers)}
+    routed = RoutedRewardModel(ThompsonRouter.from_offline_router(offline_router), rms, offline_router, seed=0)
     callback = RouterUpdateCallback(routed)
     args = GRPOConfig(
         output_dir=str(tmp_path),
@@ -635,16 +653,21 @@ def test_tiny_grpo_step_routes_one_rm_per_pair_and_updates_the_router(offline_ro
         report_to="none",
         disable_tqdm=True,
     )
-    ds = Dataset.from_dict({"prompt": ["hello world", "two plus two ?"] * 2})
+    ds = Dataset.from_dict({"prompt": list(answers) * 2, "answer": list(answers.values()) * 2})
     trainer = GRPOTrainer(
         model=policy, reward_funcs=routed, args=args, train_dataset=ds, processing_class=tok, callbacks=[callback]
     )
     trainer.train()
-    # 1 prompt x 4 generations -> 2 pairs -> exactly 2 RM calls; the callback fed both pairs back
-    assert sum(routed.num_rm_calls.values()) == 2
-    assert callback.num_updates == 1 and routed.pending == []
-    assert int(routed.router.counts.sum()) == 2
+    # 1 prompt x 4 generations -> all 6 i<j pairs routed, exactly one RM call each (default pairing, the authors')
+    assert sum(routed.num_rm_calls.values()) == 6 and routed.last_metrics["pairs"] == 6
+    recorded = min(4, 6 - routed.last_metrics["tie_pairs"] - routed.last_metrics["unscored_pairs"])
+    assert routed.last_metrics["recorded_pairs"] == recorded
+    # the callback fed the recorded (non-tied, <= pairs_per_query) pairs back
+    assert callback.num_updates == (1 if recorded else 0) and routed.pending == []
+    assert int(routed.router.counts.sum()) == recorded
     assert callback.ref_model is not policy and "forward" not in callback.ref_model.__dict__
+    logged = trainer.state.log_history[-1]
+    assert logged["routed_reward/pairs"] == 6 and "routed_reward/tie_pairs" in logged
 
 
 def test_cached_frozen_encoder_embeddings_match(offline_router):
@@ -726,3 +749,186 @@ def test_trainer_accepts_label_with_reward_models_dict_output(tmp_path):
         OfflineRouterTrainer(
             router, args=args, train_dataset={"prompt": ["p"], "response_a": ["a"], "response_b": ["b"]}
         )
+
+
+# ------------------------------------------------------------------------------------------------ issue 11 (items 7-9)
+def _fixed_h(d=32):
+    """A callable encoder: a fixed unit context per pair, symmetric in the two responses by construction."""
+
+    def encode(prompts, a, b):
+        return torch.stack([unit(torch.randn(d, generator=torch.Generator().manual_seed(len(p)))) for p in prompts])
+
+    return encode
+
+
+def test_rm_returning_none_is_skipped_and_counted_nan_raises(offline_router):
+    from hfx.routing import RoutedRewardModel
+
+    def picky(prompts, completions, **kwargs):  # declines completions of prompt "q" (TRL allows None)
+        return [None if p == "q" else float(len(c)) for p, c in zip(prompts, completions)]
+
+    def broken(prompts, completions, **kwargs):
+        return [float("nan")] * len(completions)
+
+    router = ThompsonRouter(torch.randn(2, 32), arm_names=RM_NAMES)
+    routed = RoutedRewardModel(router, {"long": picky, "short": picky}, encoder=_fixed_h(), seed=0)
+    logged = {}
+    rewards = routed(
+        prompts=["p", "p", "q", "q"], completions=["a", "bbbb", "a", "bbbb"], log_metric=logged.__setitem__
+    )
+    assert rewards[:2] == [0.0, 1.0] and rewards[2:] == [None, None]  # not 0.0 / 0.0: unscored, not a loss
+    assert routed.last_metrics["unscored_pairs"] == 1 and routed.num_unscored_pairs == 1
+    assert logged["routed_reward/unscored_pairs"] == 1.0 and logged["routed_reward/recorded_pairs"] == 1.0
+    assert [(p["prompt"], p["chosen"]) for p in routed.pending] == [("p", "bbbb")]  # the declined pair never pends
+    routed.pending = []
+    assert routed.judge(["q"], [["a", "bbbb"]]) == [-1] and routed.pending == []
+    assert routed.judge(["q"], [["a", "bbbb"]], return_scores=True) == [None]
+    nan_routed = RoutedRewardModel(router, {"long": broken, "short": broken}, encoder=_fixed_h())
+    with pytest.raises(ValueError, match=r"reward model '(long|short)' returned non-finite score"):
+        nan_routed(prompts=["p", "p"], completions=["a", "b"])
+    assert nan_routed.pending == []
+    with pytest.raises(ValueError, match="returned None for row"):  # offline labels need every score
+        from hfx.routing import label_with_reward_models
+
+        label_with_reward_models(
+            {"prompt": ["p", "q"], "response_a": ["a", "a"], "response_b": ["bb", "bb"], "label": [1, 1]},
+            {"long": picky},
+            show_progress=False,
+        )
+
+
+def test_nan_loss_and_nan_embedding_never_reach_the_posterior(offline_router):
+    from hfx.routing import RoutedRewardModel
+
+    router = ThompsonRouter(torch.randn(2, 32), arm_names=RM_NAMES)
+    routed = RoutedRewardModel(router, {"long": long_rm, "short": short_rm}, encoder=_fixed_h(), seed=0)
+    routed.normalizer.min_history = 2
+    routed(prompts=["p", "p", "q", "q"], completions=["a", "bbbb", "a", "bbbb"])
+    before, pending = router.state_dict(), list(routed.pending)
+    with pytest.raises(ValueError, match="DPO loss of pending pair"):
+        routed.feedback(torch.tensor([0.3, float("nan")]))
+    assert routed.normalizer.history == [] and routed.pending == pending  # nothing recorded, pairs kept
+    assert all(torch.equal(before[k], v) for k, v in router.state_dict().items())
+    rewards = routed.feedback(torch.tensor([0.3, 0.7]))  # the retry learns normally
+    assert torch.isfinite(rewards).all() and len(routed.normalizer.history) == 2
+    with pytest.raises(ValueError, match="`raw` must be finite"):
+        routed.normalizer(torch.tensor([float("inf")]))
+    assert len(routed.normalizer.history) == 2
+    with pytest.raises(ValueError, match="`losses` must be finite"):
+        EMARewardNormalizer(2)(torch.tensor([float("nan")]), [0])
+    bad_h = unit(torch.randn(3, 32))
+    bad_h[1, 4] = float("nan")
+    for r in (router, LinUCBRouter(2, 32), LinUCBRouter(2, 32, granularity="pair")):
+        state = r.state_dict()
+        with pytest.raises(ValueError, match=r"`h` must be finite, but row\(s\) \[1\]"):
+            r.select(bad_h)
+        with pytest.raises(ValueError, match="`h` must be finite"):
+            r.update(bad_h, torch.tensor([0, 1, 0]), torch.rand(3))
+        assert all(torch.equal(state[k], v) for k, v in r.state_dict().items())
+    nan_encoder = RoutedRewardModel(router, [long_rm, short_rm], encoder=lambda p, a, b: bad_h[: len(p)])
+    with pytest.raises(ValueError, match="`h` must be finite"):
+        nan_encoder.judge(["x", "y"], [["a", "b"], ["c", "d"]])
+
+
+def test_dataset_columns_reach_the_wrapped_reward_functions():
+    from hfx.routing import RoutedRewardModel
+
+    def verifier(prompts, completions, answer, **kwargs):  # a TRL verifier reward: needs the `answer` column
+        return [float(a in c) for c, a in zip(completions, answer)]
+
+    seen = {}
+
+    def inspector(prompts, completions, completion_ids, trainer_state, log_extra, **kwargs):
+        seen.update(ids=list(completion_ids), state=trainer_state, completions=list(completions))
+        with pytest.raises(NotImplementedError, match="log_extra"):
+            log_extra("col", [1] * len(completions))
+        return [0.0] * len(completions)
+
+    prompts = ["2+2?"] * 3 + ["3 + 3 ?"] * 3
+    prior = _fixed_h()(["2+2?", "3 + 3 ?"], None, None)  # greedy (lambda0 = 1e8): group 0 -> verifier, 1 -> inspector
+    router = ThompsonRouter(prior, prior_precision=1e8, arm_names=["verifier", "inspector"])
+    routed = RoutedRewardModel(
+        router, {"verifier": verifier, "inspector": inspector}, encoder=_fixed_h(), tie_eps=0.0, seed=0
+    )
+    completions = ["4", "5", "four is 4", "6", "9", "it is 6"]
+    answers = ["4"] * 3 + ["6"] * 3
+    ids = [[i] for i in range(6)]
+    state = object()
+    rewards = routed(
+        prompts=prompts,
+        completions=completions,
+        answer=answers,
+        completion_ids=ids,
+        trainer_state=state,
+        log_extra=lambda *a: None,
+    )
+    # group 0 -> verifier: "4" and "four is 4" tie (both right), each beats "5" -> mean of (1, 0.5) = 0.75
+    assert rewards[:3] == [0.75, 0.0, 0.75]
+    # group 1 -> inspector (all 0 -> ties): it saw the pair rows a, a, a, b, b, b of pairs (3,4), (3,5), (4,5)
+    assert rewards[3:] == [0.5, 0.5, 0.5] and seen["state"] is state
+    assert seen["ids"] == [[3], [3], [4], [4], [5], [5]]
+    assert seen["completions"] == ["6", "6", "9", "9", "it is 6", "it is 6"]
+
+
+def test_ties_are_filtered_and_pairs_follow_the_authors_rule(offline_router):
+    from hfx.routing import RoutedRewardModel
+
+    def score(prompts, completions, **kwargs):  # "a" vs "a!" differ by 0.05 <= tie_eps: a tie
+        return [{"a": 1.0, "a!": 1.05, "bbb": 3.0, "cc": 2.0, "d": 0.0}[c] for c in completions]
+
+    router = ThompsonRouter(torch.randn(2, 32), arm_names=RM_NAMES)
+    routed = RoutedRewardModel(router, [score, score], encoder=_fixed_h(), seed=0)
+    assert routed.tie_eps == 0.1 and routed.pairs_per_query == 4 and routed.pairing == "auto"
+    completions = ["a", "a!", "bbb", "cc", "d"]
+    rewards = routed(prompts=["p"] * 5, completions=completions)
+    # all 10 i<j pairs scored once each; 1 tie; 4 of the 9 others recorded; reward = mean of 1 / 0 / 0.5
+    assert sum(routed.num_rm_calls.values()) == 10 and routed.last_metrics["tie_pairs"] == 1
+    assert routed.num_tie_pairs == 1 and len(routed.pending) == 4
+    wins = {"a": 1.5, "a!": 1.5, "bbb": 4, "cc": 3, "d": 0}  # the tie counts 0.5 for both
+    assert rewards == [wins[c] / 4 for c in completions]
+    for p in routed.pending:
+        assert {p["chosen"], p["rejected"]} != {"a", "a!"} and score([], [p["chosen"]]) > score([], [p["rejected"]])
+    # with tie_eps = 0 only exact ties are ties; pairs_per_query=None records every non-tied pair
+    exact = RoutedRewardModel(router, [score, score], encoder=_fixed_h(), tie_eps=0.0, pairs_per_query=None)
+    exact(prompts=["p"] * 5 + ["q"] * 2, completions=completions + ["d", "d"])
+    assert exact.last_metrics == {"pairs": 11, "tie_pairs": 1, "unscored_pairs": 0, "recorded_pairs": 10}
+    # judge: a tie is "no verdict" and is not recorded (it was completion 0 and a chosen pair before)
+    routed.pending = []
+    assert routed.judge(["p", "p"], [["a", "a!"], ["d", "cc"]]) == [-1, 1]
+    assert [(p["chosen"], p["rejected"]) for p in routed.pending] == [("cc", "d")]
+    with pytest.raises(ValueError, match="`tie_eps`"):
+        RoutedRewardModel(router, [score, score], encoder=_fixed_h(), tie_eps=-1.0)
+    with pytest.raises(ValueError, match="`pairs_per_query`"):
+        RoutedRewardModel(router, [score, score], encoder=_fixed_h(), pairs_per_query=0)
+    with pytest.raises(ValueError, match="only one of its prompt"):
+        routed(prompts=["p", "p", "q"], completions=["a", "d", "cc"])
+
+
+def test_judge_verdict_is_mirrored_when_the_completions_are_swapped(offline_router):
+    from hfx.routing import RoutedRewardModel
+
+    def score(prompts, completions, **kwargs):
+        return [round(len(c) / 4) for c in completions]  # many ties at tie_eps = 0.1
+
+    prompts = ["describe the cat", "what is 2 + 2 ?", "hello", "name a colour", "count to three"]
+    first = ["a cat", "four", "hi there", "red", "one two three"]
+    second = ["a cat on a mat", "4", "hello to you", "blue", "1 2 3"]
+
+    def verdicts(swap):
+        router = ThompsonRouter.from_offline_router(offline_router)
+        routed = RoutedRewardModel(
+            router,
+            [score, lambda prompts, completions, **k: [-x for x in score(prompts, completions)]],
+            offline_router,
+            seed=3,
+        )
+        pairs = [[b, a] if swap else [a, b] for a, b in zip(first, second)]
+        return routed.judge(prompts, pairs), routed.judge(prompts, pairs, return_scores=True), routed.pending
+
+    (v, probs, pending), (v_swap, probs_swap, pending_swap) = verdicts(False), verdicts(True)
+    assert -1 in v and {0, 1} & set(v)  # both ties and real verdicts occur
+    assert v_swap == [-1 if x == -1 else 1 - x for x in v]
+    assert probs_swap == pytest.approx([1 - p for p in probs])
+    assert [(p["chosen"], p["rejected"], p["arm"]) for p in pending] == [
+        (p["chosen"], p["rejected"], p["arm"]) for p in pending_swap
+    ]

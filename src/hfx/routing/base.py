@@ -57,6 +57,13 @@ class BaseRouter:
             )
         if not torch.is_floating_point(h):
             raise TypeError(f"`h` must be a floating tensor, but has dtype {h.dtype}")
+        finite = torch.isfinite(h).all(dim=-1)
+        if not finite.all():
+            rows = torch.nonzero(~finite).flatten().tolist()
+            raise ValueError(
+                f"`h` must be finite, but row(s) {rows[:10]} hold NaN or inf: a bad pair embedding would make "
+                "`select` route by a NaN comparison and `update` poison the posterior; check the encoder"
+            )
         return h
 
     def _check_update(self, h, arms, rewards):
@@ -73,7 +80,8 @@ class BaseRouter:
         if arms.numel() and (arms.min() < 0 or arms.max() >= self.num_arms):
             raise ValueError(f"`arms` must lie in [0, {self.num_arms - 1}], but holds {arms.tolist()}")
         if not torch.isfinite(rewards).all():
-            raise ValueError("`rewards` must be finite")
+            bad = torch.nonzero(~torch.isfinite(rewards)).flatten().tolist()
+            raise ValueError(f"`rewards` must be finite, but entries {bad[:10]} are NaN or inf")
         return h, arms.long(), rewards
 
     def arm_index(self, name: str) -> int:

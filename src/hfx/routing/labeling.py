@@ -17,16 +17,55 @@ class PairScorer:
     ``score_pairs(prompts, responses_a, responses_b)`` returns ``(scores_a, scores_b)``, two float tensors of shape
     `(P,)`; :attr:`num_pair_calls` counts the pairs it has scored (the cost unit of the paper: one RM call per pair).
 
+    Score values: a finite number, or ``None`` where the RM declines to score a response (TRL lets a reward function
+    return ``None`` for samples it does not apply to); ``None`` becomes ``nan`` in the returned tensors and the
+    caller skips that pair. NaN or inf **numbers** are an RM failure and raise ``ValueError`` naming the RM.
+
+    Args:
+        fn (`Callable`): ``fn(prompts, responses_a, responses_b) -> (scores_a, scores_b)`` (lists or tensors).
+        name (`str`, *optional*): display name.
+        accepts_kwargs (`bool`, *optional*, defaults to `False`): ``fn`` also takes the keyword arguments
+            ``row_kwargs_a`` / ``row_kwargs_b`` (`dict[str, list]`, one value per pair, for response a / b) plus any
+            shared keyword arguments (see :meth:`score_pairs`). Without it, keyword arguments given to
+            :meth:`score_pairs` are not passed on (as TRL does for model RMs, which get no dataset columns).
+
     Build one with :func:`as_pair_scorer` from a TRL-style reward function or an HF sequence-classification RM.
     """
 
-    def __init__(self, fn: Callable[[list, list, list], tuple[torch.Tensor, torch.Tensor]], name: str | None = None):
+    def __init__(
+        self,
+        fn: Callable[[list, list, list], tuple[torch.Tensor, torch.Tensor]],
+        name: str | None = None,
+        accepts_kwargs: bool = False,
+    ):
         self._fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.accepts_kwargs = bool(accepts_kwargs)
         self.num_pair_calls = 0
 
-    def score_pairs(self, prompts: Sequence, responses_a: Sequence, responses_b: Sequence):
-        """Scores of both responses of each pair: `(scores_a, scores_b)`, float tensors of shape `(P,)`."""
+    def score_pairs(
+        self,
+        prompts: Sequence,
+        responses_a: Sequence,
+        responses_b: Sequence,
+        row_kwargs_a: dict | None = None,
+        row_kwargs_b: dict | None = None,
+        **shared_kwargs,
+    ):
+        """Scores of both responses of each pair: `(scores_a, scores_b)`, float tensors of shape `(P,)`.
+
+        Args:
+            prompts, responses_a, responses_b (`Sequence` of length P).
+            row_kwargs_a, row_kwargs_b (`dict[str, list]`, *optional*): per-row keyword arguments (dataset
+                columns, ``completion_ids``, ...) for response a / b of each pair, each list of length P.
+            **shared_kwargs: keyword arguments passed unchanged (e.g. TRL's ``trainer_state``).
+
+        Returns:
+            `(scores_a, scores_b)`: float32 tensors of shape `(P,)`; ``nan`` where the RM returned ``None``.
+
+        Raises:
+            ValueError: lengths differ, the RM returned the wrong number of scores, or a NaN / inf score.
+        """
         if not (len(prompts) == len(responses_a) == len(responses_b)):
             raise ValueError(
                 f"`prompts`, `responses_a`, `responses_b` must have the same length, but have "
@@ -35,10 +74,31 @@ class PairScorer:
         if len(prompts) == 0:
             return torch.zeros(0), torch.zeros(0)
         self.num_pair_calls += len(prompts)
-        sa, sb = self._fn(list(prompts), list(responses_a), list(responses_b))
-        return torch.as_tensor(sa, dtype=torch.float32).reshape(-1), torch.as_tensor(sb, dtype=torch.float32).reshape(
-            -1
-        )
+        kwargs = {}
+        if self.accepts_kwargs:
+            kwargs = {"row_kwargs_a": row_kwargs_a or {}, "row_kwargs_b": row_kwargs_b or {}, **shared_kwargs}
+        sa, sb = self._fn(list(prompts), list(responses_a), list(responses_b), **kwargs)
+        return self._scores(sa, len(prompts), "response_a"), self._scores(sb, len(prompts), "response_b")
+
+    def _scores(self, values, num: int, which: str) -> torch.Tensor:
+        if torch.is_tensor(values):
+            scores = values.detach().float().cpu().reshape(-1)
+        else:
+            values = list(values)
+            scores = torch.tensor([float("nan") if v is None else float(v) for v in values], dtype=torch.float32)
+            declined = torch.tensor([v is None for v in values], dtype=torch.bool)
+        if scores.numel() != num:
+            raise ValueError(f"reward model {self.name!r} returned {scores.numel()} scores for {num} {which}s")
+        bad = ~torch.isfinite(scores)
+        if not torch.is_tensor(values):
+            bad &= ~declined
+        if bad.any():
+            idx = torch.nonzero(bad).flatten().tolist()
+            raise ValueError(
+                f"reward model {self.name!r} returned non-finite score(s) {scores[idx[:5]].tolist()} for the "
+                f"{which} of pair(s) {idx[:10]}; only finite numbers (or None to decline a sample) are allowed"
+            )
+        return scores
 
     def __repr__(self) -> str:
         return f"PairScorer(name={self.name!r}, num_pair_calls={self.num_pair_calls})"
@@ -76,10 +136,28 @@ def _sequence_classifier_fn(model, tokenizer, batch_size: int):
     return fn
 
 
+def _log_extra_unavailable(*args, **kwargs):
+    raise NotImplementedError(
+        "`log_extra` is not available to a reward model routed by RoutedRewardModel: it scores pairs (2 rows per "
+        "pair, a completion may appear in several pairs), not the trainer's completion rows, so its columns would "
+        "not line up with the completions table; use `log_metric` for scalars"
+    )
+
+
 def _reward_function_fn(reward_fn):
-    def fn(prompts, responses_a, responses_b):
-        out = reward_fn(prompts=prompts + prompts, completions=responses_a + responses_b)
-        out = torch.tensor([float("nan") if x is None else float(x) for x in out])
+    def fn(prompts, responses_a, responses_b, row_kwargs_a=None, row_kwargs_b=None, **shared):
+        # the layout a TRL reward function expects: 2P rows (every response a, then every response b), each per-row
+        # keyword argument sliced the same way; shared values (trainer_state, log_metric, ...) as TRL passes them
+        row_kwargs_a, row_kwargs_b = row_kwargs_a or {}, row_kwargs_b or {}
+        rows = {k: list(row_kwargs_a[k]) + list(row_kwargs_b[k]) for k in row_kwargs_a}
+        if "log_extra" in shared:
+            shared = {**shared, "log_extra": _log_extra_unavailable}
+        out = list(reward_fn(prompts=prompts + prompts, completions=responses_a + responses_b, **rows, **shared))
+        if len(out) != 2 * len(prompts):
+            raise ValueError(
+                f"reward function {getattr(reward_fn, '__name__', reward_fn)!r} returned {len(out)} rewards for "
+                f"{2 * len(prompts)} completions (one per completion expected)"
+            )
         return out[: len(prompts)], out[len(prompts) :]
 
     return fn
@@ -93,8 +171,10 @@ def as_pair_scorer(reward_model, name: str | None = None, batch_size: int = 16) 
             - a :class:`PairScorer` (returned as is);
             - a ``(model, tokenizer)`` tuple with an HF sequence-classification RM (score = ``logits[:, 0]``; the
               tokenizer's chat template is applied when it has one, otherwise prompt + response);
-            - a TRL-style reward function ``f(prompts=..., completions=...) -> list[float]`` (called once per batch
-              of pairs with both responses).
+            - a TRL-style reward function ``f(prompts=..., completions=..., **kwargs) -> list[float | None]``
+              (called once per batch of pairs with both responses: 2P rows, every response a then every response
+              b; keyword arguments given to :meth:`PairScorer.score_pairs` are passed on in the same row layout,
+              as TRL passes dataset columns; ``None`` declines a sample).
         name (`str`, *optional*): display name.
         batch_size (`int`, *optional*, defaults to `16`): texts per forward pass for model RMs.
 
@@ -110,7 +190,11 @@ def as_pair_scorer(reward_model, name: str | None = None, batch_size: int = 16) 
     if isinstance(reward_model, torch.nn.Module):
         raise TypeError("A model reward model must be passed as a `(model, tokenizer)` tuple")
     if callable(reward_model):
-        return PairScorer(_reward_function_fn(reward_model), name=name or getattr(reward_model, "__name__", None))
+        return PairScorer(
+            _reward_function_fn(reward_model),
+            name=name or getattr(reward_model, "__name__", None),
+            accepts_kwargs=True,
+        )
     raise TypeError(
         "`reward_model` must be a PairScorer, a (model, tokenizer) tuple or a reward function, "
         f"but is {type(reward_model).__name__}"
@@ -142,7 +226,8 @@ def label_with_reward_models(
         The same type as ``dataset``, with the new columns.
 
     Raises:
-        ValueError: empty ``reward_models``, missing columns, labels other than 0/1.
+        ValueError: empty ``reward_models``, missing columns, labels other than 0/1, an RM returning a non-finite
+            score or ``None`` for some row.
     """
     from tqdm.auto import tqdm
 
@@ -172,6 +257,13 @@ def label_with_reward_models(
             sb.append(b)
         sa = torch.cat(sa) if sa else torch.zeros(0)
         sb = torch.cat(sb) if sb else torch.zeros(0)
+        declined = torch.isnan(sa) | torch.isnan(sb)
+        if declined.any():
+            rows = torch.nonzero(declined).flatten().tolist()
+            raise ValueError(
+                f"reward model {name!r} returned None for row(s) {rows[:10]}: offline labelling needs both scores of "
+                "every pair (a missing score would count as a silent disagreement); drop those rows first"
+            )
         agree = torch.where(labels == 0, sa > sb, sb > sa).long()
         new[f"score_a_{name}"] = sa.tolist()
         new[f"score_b_{name}"] = sb.tolist()

@@ -184,7 +184,7 @@ class ThompsonRouter(BaseRouter):
             `torch.LongTensor` of shape `(P,)`: the RM index per pair.
 
         Raises:
-            ValueError: if ``h`` does not have shape ``(P, d)``.
+            ValueError: if ``h`` does not have shape ``(P, d)`` or holds NaN / inf.
         """
         h = self._check_h(h).detach().to("cpu", self.dtype)
         weights = self.sample_weights(h.shape[0], generator=generator)  # (P, R, d)
@@ -211,7 +211,8 @@ class ThompsonRouter(BaseRouter):
                 :class:`QuantileRewardNormalizer`).
 
         Raises:
-            ValueError / TypeError: on shape mismatch, arms out of range, non-integer arms or non-finite rewards.
+            ValueError / TypeError: on shape mismatch, arms out of range, non-integer arms, non-finite ``h`` or
+                non-finite rewards (nothing is updated then).
         """
         h, arms, rewards = self._check_update(h, arms, rewards)
         h = h.detach().to("cpu", self.dtype)
@@ -309,6 +310,8 @@ class QuantileRewardNormalizer:
     interpolation, as ``numpy.percentile``) of every raw reward seen so far (the current batch included); exactly
     0.5 while fewer than ``min_history`` rewards were seen; ``1[r > q_lo]`` when ``q_hi <= q_lo``.
     The raw reward is the DPO-loss advantage ``mean(L_DPO) - L_DPO^i`` over the batch (:func:`advantage`).
+    Non-finite raw rewards raise ``ValueError`` and never enter :attr:`history` (one NaN there would make every later
+    quantile, hence every later reward, NaN).
 
     Args:
         low (`float`, *optional*, defaults to `0.2`) / high (`float`, defaults to `0.8`): the quantile levels.
@@ -324,8 +327,12 @@ class QuantileRewardNormalizer:
         self.history: list[float] = []
 
     def transform(self, raw: torch.Tensor) -> torch.Tensor:
-        """Normalise ``raw`` (any shape) against the current history, without recording it."""
-        raw = torch.as_tensor(raw, dtype=torch.float64)
+        """Normalise ``raw`` (any shape) against the current history, without recording it.
+
+        Raises:
+            ValueError: if ``raw`` holds NaN or inf.
+        """
+        raw = _finite(raw, "raw")
         if len(self.history) < self.min_history:
             return torch.full_like(raw, 0.5)
         hist = torch.tensor(self.history, dtype=torch.float64)
@@ -335,8 +342,9 @@ class QuantileRewardNormalizer:
         return ((raw - q_lo) / (q_hi - q_lo)).clamp(0.0, 1.0)
 
     def __call__(self, raw: torch.Tensor) -> torch.Tensor:
-        """Record ``raw`` in the history, then normalise it (the authors' order)."""
-        raw = torch.as_tensor(raw, dtype=torch.float64)
+        """Record ``raw`` in the history, then normalise it (the authors' order). Raises ``ValueError`` (and records
+        nothing) if ``raw`` holds NaN or inf."""
+        raw = _finite(raw, "raw")
         self.history.extend(raw.reshape(-1).tolist())
         return self.transform(raw)
 
@@ -344,7 +352,7 @@ class QuantileRewardNormalizer:
         return {"history": list(self.history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.history = [float(x) for x in state["history"]]
+        self.history = _finite(state["history"], "state['history']").reshape(-1).tolist()
 
 
 class EMARewardNormalizer:
@@ -371,8 +379,12 @@ class EMARewardNormalizer:
         self.count = [0] * num_arms
 
     def __call__(self, losses, arms) -> torch.Tensor:
-        """Per-pair rewards (``nan`` while an arm is warming up) for DPO ``losses`` of pairs routed to ``arms``."""
-        losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
+        """Per-pair rewards (``nan`` while an arm is warming up) for DPO ``losses`` of pairs routed to ``arms``.
+
+        Raises:
+            ValueError: if ``losses`` holds NaN or inf (the EMA baselines are left untouched).
+        """
+        losses = _finite(losses, "losses").reshape(-1)
         arms = torch.as_tensor(arms).reshape(-1).tolist()
         out = torch.full_like(losses, float("nan"))
         for i, (loss, arm) in enumerate(zip(losses.tolist(), arms, strict=True)):
@@ -390,6 +402,23 @@ class EMARewardNormalizer:
 
 
 def advantage(losses: torch.Tensor) -> torch.Tensor:
-    """Raw router reward of ``utils5.py``: ``mean(losses) - losses`` over the batch, shape `(P,)`."""
-    losses = torch.as_tensor(losses, dtype=torch.float64)
+    """Raw router reward of ``utils5.py``: ``mean(losses) - losses`` over the batch, shape `(P,)`.
+
+    Raises:
+        ValueError: if ``losses`` holds NaN or inf (one bad loss would shift every pair's advantage).
+    """
+    losses = _finite(losses, "losses")
     return losses.mean() - losses
+
+
+def _finite(values, name: str) -> torch.Tensor:
+    """``values`` as a float64 tensor; ``ValueError`` naming ``name`` and the bad positions if any is NaN / inf."""
+    values = torch.as_tensor(values, dtype=torch.float64)
+    bad = ~torch.isfinite(values)
+    if bad.any():
+        where = torch.nonzero(bad.reshape(-1)).flatten().tolist()
+        raise ValueError(
+            f"`{name}` must be finite, but holds NaN or inf at flat position(s) {where[:10]}: a non-finite DPO loss "
+            "or router reward would poison the normaliser history and the posterior"
+        )
+    return values

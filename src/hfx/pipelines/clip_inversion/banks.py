@@ -7,12 +7,14 @@
   :func:`hfx.pipelines.clip_inversion.build_inr_bank`).
 
 Both are diffusers ``ModelMixin`` + ``ConfigMixin`` modules, so ``save_pretrained`` writes them as sub-folders with
-``config.json`` + safetensors. The paper keeps its database in FAISS; a bank here is an exact (brute-force) cosine
+``config.json`` + safetensors; both stay float32 whatever dtype the pipeline is cast to or loaded in. The paper keeps its database in FAISS; a bank here is an exact (brute-force) cosine
 search in torch, which is enough up to ~1e5 entries. This file is copied into saved pipeline folders (remote-code
 loading), so it imports only torch and diffusers.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +23,28 @@ from diffusers.models.modeling_utils import ModelMixin
 from torch import nn
 
 
-class CLIPEmbeddingBank(ModelMixin, ConfigMixin):
+class _Float32Bank(ModelMixin, ConfigMixin):
+    """A frozen table of float32 tensors that no dtype cast touches (device moves still apply).
+
+    ``pipe.to(torch.bfloat16)``, ``bank.half()`` and ``from_pretrained(..., torch_dtype=torch.bfloat16)`` (through
+    ``_keep_in_fp32_modules``) leave the tables in float32: rounding pre-fitted INR weights to bf16 moves them by up
+    to ~0.05 and silently degrades the robust initialisation, and the tables are small.
+    """
+
+    def _apply(self, fn, recurse=True):
+        def keep_dtype(tensor):
+            probe = fn(torch.empty(0, dtype=tensor.dtype, device=tensor.device))  # where / in what fn would put it
+            return tensor.to(probe.device) if probe.dtype != tensor.dtype else fn(tensor)
+
+        return super()._apply(keep_dtype, recurse)
+
+    def to(self, *args, **kwargs):
+        """Like ``nn.Module.to``, but a dtype is ignored (the tables stay float32)."""
+        device, _, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
+        return self if device is None else super().to(device=device, non_blocking=non_blocking)
+
+
+class CLIPEmbeddingBank(_Float32Bank):
     """Paired CLIP text/image embeddings (unit norm) for Procrustes alignment and the blending loss.
 
     Args:
@@ -31,6 +54,8 @@ class CLIPEmbeddingBank(ModelMixin, ConfigMixin):
     Attributes:
         text_embeds (`torch.Tensor` of shape `(N, d)`), image_embeds (`torch.Tensor` of shape `(N, d)`): frozen.
     """
+
+    _keep_in_fp32_modules: ClassVar[list[str]] = ["text_embeds", "image_embeds"]
 
     @register_to_config
     def __init__(self, num_pairs: int, embed_dim: int):
@@ -59,7 +84,7 @@ class CLIPEmbeddingBank(ModelMixin, ConfigMixin):
         return bank
 
 
-class INRBank(ModelMixin, ConfigMixin):
+class INRBank(_Float32Bank):
     """Pre-fitted INR initialisations keyed by CLIP image embeddings (the robust-initialisation database).
 
     Args:
@@ -73,6 +98,8 @@ class INRBank(ModelMixin, ConfigMixin):
         key_embeds (`torch.Tensor` of shape `(N, embed_dim)`): unit-norm CLIP image embeddings of the fitted images.
         inr_parameters (`torch.Tensor` of shape `(N, num_parameters)`): ``FinerINR.flat_parameters()`` rows.
     """
+
+    _keep_in_fp32_modules: ClassVar[list[str]] = ["key_embeds", "inr_parameters"]
 
     @register_to_config
     def __init__(self, num_entries: int, embed_dim: int, num_parameters: int, inr_config: dict | None = None):

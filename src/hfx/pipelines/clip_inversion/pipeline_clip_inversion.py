@@ -10,6 +10,9 @@ CLIP is never updated; there is no generator or decoder.
 """
 
 import json
+import math
+import numbers
+import operator
 import os
 import shutil
 from collections.abc import Callable
@@ -21,11 +24,12 @@ import PIL.Image
 import torch
 import torch.nn.functional as F
 from diffusers import DiffusionPipeline
+from diffusers.models.modeling_utils import ModelMixin
 from diffusers.utils import replace_example_docstring
 
 from .augment import augment_images
 from .banks import CLIPEmbeddingBank, INRBank
-from .inr import OUTPUT_ACTIVATIONS, FinerINR, fit_inr, gaussian_blur
+from .inr import OUTPUT_ACTIVATIONS, FinerINR, coordinate_grid, fit_inr, gaussian_blur
 from .pipeline_output import CLIPInversionPipelineOutput
 from .procrustes import blend_target, cosine_distance, procrustes_align, retrieve
 from .schedules import gaussian_layer_lrs
@@ -42,6 +46,35 @@ SOURCE_FILES = (
 )
 BANK_COMPONENTS = ("embedding_bank", "inr_bank")
 OUTPUT_TYPES = ("pil", "np", "pt")
+INR_BANK_INITS = ("per_image", "nearest")
+
+
+def as_int(name: str, value, minimum: int = 1) -> int:
+    """``value`` as a Python ``int`` >= ``minimum``: any integer-like (``int``, ``np.int64``, a 0-d integer tensor; not
+    ``bool``). Raises ``ValueError`` naming the argument otherwise."""
+    if isinstance(value, (bool, np.bool_)) or (torch.is_tensor(value) and value.dtype == torch.bool):
+        raise ValueError(f"`{name}` has to be an integer >= {minimum}, but is {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"`{name}` has to be an integer >= {minimum}, but is {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"`{name}` has to be an integer >= {minimum}, but is {value!r}")
+    return int(number)
+
+
+def as_float(name: str, value, minimum: float = 0.0, strict: bool = False) -> float:
+    """``value`` as a finite Python ``float`` >= ``minimum`` (> with ``strict``): any real number (``float``,
+    ``np.float32``, ``int``; not ``bool``). Raises ``TypeError`` for other types and ``ValueError`` for values out of
+    range, NaN and inf (either would turn the image into NaN), naming the argument."""
+    relation = ">" if strict else ">="
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` has to be a finite float {relation} {minimum}, but is {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < minimum or (strict and number == minimum):
+        raise ValueError(f"`{name}` has to be a finite float {relation} {minimum}, but is {value!r}")
+    return number
+
 
 EXAMPLE_DOC_STRING = """
     Examples:
@@ -108,9 +141,19 @@ class CLIPInversionPipeline(DiffusionPipeline):
         inr_output_activation (`str`, *optional*, defaults to `"sigmoid"`): ``"sigmoid"`` or ``"clamp"`` to map RGB
             into ``[0, 1]`` [reconstruction].
 
+    Banks are always float32 (``pipe.to(torch.bfloat16)`` or ``torch_dtype=`` cast only CLIP): a bf16 INR bank would
+    shift the robust initialisation by ~0.05 per weight. The bank arguments are annotated with diffusers'
+    ``ModelMixin``: a folder loaded with remote code defines its own ``CLIPEmbeddingBank`` / ``INRBank`` classes, and
+    diffusers' type check would otherwise warn ("Expected types for inr_bank") about its own classes.
+
+    Step cost: the default optimisation is exact (see :class:`~hfx.pipelines.clip_inversion.FinerINR`: 2-D GEMMs for
+    one image, a fused FINER layer); ``coarse_grid_factor`` and ``min_layer_lr_ratio`` are opt-in speed options that
+    change the optimisation (documented in ``__call__``).
+
     Raises:
         ValueError: if a bank's embedding dimension differs from ``clip_model.config.projection_dim``, or the
             ``inr_bank`` was fitted with a different INR architecture.
+        TypeError: if a bank is not a :class:`CLIPEmbeddingBank` / :class:`INRBank` (by class name).
     """
 
     model_cpu_offload_seq = "clip_model"
@@ -121,8 +164,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         self,
         clip_model,
         processor,
-        embedding_bank: CLIPEmbeddingBank | None = None,
-        inr_bank: INRBank | None = None,
+        embedding_bank: ModelMixin | None = None,  # CLIPEmbeddingBank; see the note in the class docstring
+        inr_bank: ModelMixin | None = None,  # INRBank
         inr_hidden_features: int = 256,
         inr_hidden_layers: int = 5,
         inr_omega: float = 30.0,
@@ -198,6 +241,12 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
     def _check_banks(self, embedding_bank, inr_bank) -> None:
         d = self.projection_dim
+        for name, bank, cls_name in (
+            ("embedding_bank", embedding_bank, "CLIPEmbeddingBank"),
+            ("inr_bank", inr_bank, "INRBank"),
+        ):
+            if bank is not None and type(bank).__name__ != cls_name:
+                raise TypeError(f"`{name}` has to be a `{cls_name}`, but is {type(bank).__name__}")
         if embedding_bank is not None and int(embedding_bank.config.embed_dim) != d:
             raise ValueError(
                 f"`embedding_bank` has embed_dim={embedding_bank.config.embed_dim}, but the CLIP projection_dim is "
@@ -233,8 +282,7 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
     @staticmethod
     def _check_positive_int(name: str, value) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` has to be a positive integer, but is {value!r}")
+        as_int(name, value)
 
     def check_inputs(
         self,
@@ -286,6 +334,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
             raise ValueError(
                 f"`prompt_embeds` has to be a tensor of shape (batch_size, {self.projection_dim}), but is {shape}"
             )
+        if prompt_embeds is not None and not torch.isfinite(prompt_embeds).all():
+            rows = torch.nonzero(~torch.isfinite(prompt_embeds).all(dim=-1)).flatten().tolist()
+            raise ValueError(f"`prompt_embeds` has to be finite, but row(s) {rows} hold NaN or inf")
+        if prompt_embeds is not None and (prompt_embeds.norm(dim=-1) == 0).any():
+            raise ValueError("`prompt_embeds` has a zero row: a target direction needs a non-zero embedding")
         if output_type not in OUTPUT_TYPES:
             raise ValueError(f"`output_type` has to be one of {OUTPUT_TYPES}, but is {output_type!r}")
         for name, value in (
@@ -293,11 +346,9 @@ class CLIPInversionPipeline(DiffusionPipeline):
             ("lr_sigma_layers", lr_sigma_layers),
             ("blend_temperature", blend_temperature),
         ):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"`{name}` has to be a positive float, but is {value!r}")
+            as_float(name, value, 0.0, strict=True)
         for name, value in (("augmentation_strength", augmentation_strength), ("blend_weight", blend_weight)):
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"`{name}` has to be a float >= 0, but is {value!r}")
+            as_float(name, value, 0.0)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"`generator` has to be a single `torch.Generator`, but is {type(generator).__name__}")
         if callback_on_step_end_tensor_inputs is not None and not all(
@@ -336,25 +387,28 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return self._features(self.clip_model.get_image_features(pixel_values=pixel_values)).float()
 
     def images_to_tensor(self, image, height: int, width: int) -> torch.Tensor:
-        """Convert PIL image(s), `(H, W, 3)` / `(B, H, W, 3)` arrays or `(B, 3, H, W)` tensors in ``[0, 1]`` into a
-        `(B, 3, height, width)` float tensor in ``[0, 1]`` on the pipeline's device.
+        """Convert image(s) into a `(B, 3, height, width)` float tensor in ``[0, 1]`` on the pipeline's device.
+
+        Accepted: PIL image(s); numpy arrays `(H, W, 3)` / `(B, H, W, 3)`; tensors `(3, H, W)` / `(B, 3, H, W)`.
+        Arrays and tensors follow one rule: an **integer** dtype (e.g. ``uint8``) is read as 0-255 and divided by 255;
+        a **floating** dtype must already lie in ``[0, 1]`` (values within 1e-3 outside are clamped).
 
         Raises:
-            TypeError: for other types; ValueError: for arrays / tensors of the wrong shape.
+            TypeError: for other types or a boolean dtype; ValueError: for the wrong shape, NaN / inf values,
+                integers outside 0-255 or floats outside ``[0, 1]``.
         """
         if isinstance(image, PIL.Image.Image):
             image = [image]
         if isinstance(image, (list, tuple)) and len(image) > 0 and all(isinstance(i, PIL.Image.Image) for i in image):
-            image = np.stack([np.asarray(i.convert("RGB"), dtype=np.float32) / 255.0 for i in image])
+            image = np.stack([np.asarray(i.convert("RGB")) for i in image])  # uint8
         if isinstance(image, np.ndarray):
-            array = image.astype(np.float32)
-            if array.max() > 1.0:
-                array = array / 255.0
-            if array.ndim == 3:
-                array = array[None]
-            if array.ndim != 4 or array.shape[-1] != 3:
+            if image.ndim == 3:
+                image = image[None]
+            if image.ndim != 4 or image.shape[-1] != 3:
                 raise ValueError(f"`image` arrays have to be (H, W, 3) or (B, H, W, 3), but are {image.shape}")
-            image = torch.from_numpy(array).permute(0, 3, 1, 2)
+            if image.dtype == np.bool_ or image.dtype.kind not in "uif":
+                raise TypeError(f"`image` arrays have to hold integers (0-255) or floats (0-1), not {image.dtype}")
+            image = torch.from_numpy(np.ascontiguousarray(image)).permute(0, 3, 1, 2)
         if not torch.is_tensor(image):
             raise TypeError(
                 f"`image` has to be a PIL image, a list of them, a numpy array or a tensor, but is {type(image).__name__}"
@@ -363,7 +417,24 @@ class CLIPInversionPipeline(DiffusionPipeline):
             image = image.unsqueeze(0)
         if image.dim() != 4 or image.shape[1] != 3:
             raise ValueError(f"`image` tensors have to be (B, 3, H, W), but are {tuple(image.shape)}")
-        image = image.float().to(self.clip_model.device)
+        if image.dtype == torch.bool or image.is_complex():
+            raise TypeError(f"`image` has to hold integers (0-255) or floats (0-1), not {image.dtype}")
+        if image.dtype.is_floating_point:
+            image = image.float()
+            if not torch.isfinite(image).all():
+                raise ValueError("`image` holds NaN or inf values")
+            low, high = image.min().item(), image.max().item()
+            if low < -1e-3 or high > 1 + 1e-3:
+                raise ValueError(
+                    f"float `image` values have to lie in [0, 1], but span [{low:.4g}, {high:.4g}]; pass uint8 for "
+                    "0-255 data (or divide by 255)"
+                )
+        else:
+            low, high = image.min().item(), image.max().item()
+            if low < 0 or high > 255:
+                raise ValueError(f"integer `image` values are read as 0-255, but span [{low}, {high}]")
+            image = image.float() / 255.0
+        image = image.to(self.clip_model.device)
         if image.shape[-2:] != (height, width):
             image = F.interpolate(image, size=(height, width), mode="bilinear", align_corners=False, antialias=True)
         return image.clamp(0.0, 1.0)
@@ -416,7 +487,14 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
         Returns:
             :class:`INRBank` (not attached; see :meth:`set_banks`).
+
+        Raises:
+            ValueError: non-positive ``height`` / ``width`` / ``num_steps`` or ``learning_rate``, negative
+                ``awp_gamma`` / ``blur_sigma``, or bad images (see :meth:`images_to_tensor`).
         """
+        height, width, num_steps = as_int("height", height), as_int("width", width), as_int("num_steps", num_steps)
+        learning_rate = as_float("learning_rate", learning_rate, 0.0, strict=True)
+        awp_gamma, blur_sigma = as_float("awp_gamma", awp_gamma), as_float("blur_sigma", blur_sigma)
         pixels = self.images_to_tensor(images, height, width)
         keys = self.encode_image(pixels, height, width)
         inr = self.make_inr(pixels.shape[0], generator=generator)
@@ -468,7 +546,14 @@ class CLIPInversionPipeline(DiffusionPipeline):
         extra_terms: list | None = None,
         init_images: torch.Tensor | None = None,
         init_fit_steps: int = 0,
+        init_ranks: torch.Tensor | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
+        coarse_grid_factor = as_int("coarse_grid_factor", coarse_grid_factor)
+        min_layer_lr_ratio = as_float("min_layer_lr_ratio", min_layer_lr_ratio)
+        if min_layer_lr_ratio >= 1:
+            raise ValueError(f"`min_layer_lr_ratio` has to lie in [0, 1), but is {min_layer_lr_ratio!r}")
         device = self.clip_model.device
         if generator is None:
             generator = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
@@ -485,8 +570,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
         inr = self.make_inr(batch_size, generator=generator)
         if self.inr_bank is not None and use_inr_bank:
-            nearest = retrieve(target_embeds, self.inr_bank.key_embeds.float().to(device), 1)[:, 0]
-            inr.load_flat_parameters(self.inr_bank.inr_parameters[nearest])
+            keys = self.inr_bank.key_embeds.float().to(device)
+            ranks = torch.zeros(batch_size, dtype=torch.long) if init_ranks is None else init_ranks.long().cpu()
+            ranked = retrieve(target_embeds, keys, int(ranks.max()) + 1).cpu()  # (B, min(k, N)) nearest first
+            entries = ranked[torch.arange(batch_size), ranks % ranked.shape[1]]
+            inr.load_flat_parameters(self.inr_bank.inr_parameters[entries.to(self.inr_bank.inr_parameters.device)])
         if init_images is not None and init_fit_steps > 0:
             fit_inr(inr, init_images, init_fit_steps, learning_rate=1e-3)
 
@@ -495,6 +583,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
             [{"params": inr.layer_parameters(index), "lr": 0.0} for index in range(num_layers)], lr=learning_rate
         )
         size = self.clip_image_size
+        coarse_grid = None
+        if coarse_grid_factor > 1:
+            coarse_shape = (math.ceil(height / coarse_grid_factor), math.ceil(width / coarse_grid_factor))
+            coarse_grid = coordinate_grid(*coarse_shape, device=device)
+            coarse_pixel = torch.tensor([2.0 / coarse_shape[1], 2.0 / coarse_shape[0]], device=device)  # (x, y)
         self._interrupt = False
         history = []
         requires_grad = [p.requires_grad for p in self.clip_model.parameters()]
@@ -507,7 +600,16 @@ class CLIPInversionPipeline(DiffusionPipeline):
                     lrs = gaussian_layer_lrs(step, num_inference_steps, num_layers, learning_rate, lr_sigma_layers)
                     for group, lr in zip(optimizer.param_groups, lrs.tolist()):
                         group["lr"] = lr
-                    image = inr.render(height, width)
+                    if min_layer_lr_ratio > 0:  # no gradient (hence no weight-gradient GEMM) for near-frozen layers
+                        keep = (lrs >= min_layer_lr_ratio * learning_rate) | (lrs == lrs.max())
+                        for index, flag in enumerate(keep.tolist()):
+                            for param in inr.layer_parameters(index):
+                                param.requires_grad_(flag)
+                    if coarse_grid is None:
+                        image = inr.render(height, width)
+                    else:  # a coarse grid shifted by a random sub-pixel offset; CLIP sees it upsampled
+                        jitter = (torch.rand(2, generator=generator) - 0.5).to(device) * coarse_pixel
+                        image = inr(coarse_grid + jitter).transpose(1, 2).reshape(batch_size, -1, *coarse_shape)
                     views = augment_images(
                         image, num_augmentations, size, strength=augmentation_strength, generator=generator
                     )
@@ -528,10 +630,14 @@ class CLIPInversionPipeline(DiffusionPipeline):
                         callback_kwargs = {k: values[k] for k in callback_on_step_end_tensor_inputs}
                         callback_outputs = callback_on_step_end(self, step, step, callback_kwargs) or {}
                         if "target_embeds" in callback_outputs:  # the only input a callback may replace
-                            target_embeds = F.normalize(callback_outputs["target_embeds"].float().to(device), dim=-1)
+                            new_target = callback_outputs["target_embeds"]
+                            if not torch.isfinite(new_target).all():
+                                raise ValueError("the `target_embeds` returned by `callback_on_step_end` hold NaN/inf")
+                            target_embeds = F.normalize(new_target.float().to(device), dim=-1)
                             terms[0] = (target_embeds, 1.0)
         finally:
             optimizer.zero_grad(set_to_none=True)
+            inr.requires_grad_(True)
             for param, flag in zip(self.clip_model.parameters(), requires_grad):
                 param.requires_grad_(flag)
 
@@ -573,11 +679,14 @@ class CLIPInversionPipeline(DiffusionPipeline):
         blend_weight: float = 0.2,
         blend_temperature: float = 0.01,
         use_inr_bank: bool = True,
+        inr_bank_init: str = "per_image",
         prompt_embeds: torch.Tensor | None = None,
         output_type: str = "pil",
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         r"""
         Generate images from text by inverting the frozen CLIP.
@@ -604,6 +713,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
                 `embedding_bank` [reconstruction].
             blend_temperature (`float`, *optional*, defaults to `0.01`): softmax temperature [reconstruction].
             use_inr_bank (`bool`, *optional*, defaults to `True`): start from the nearest INR of `inr_bank` if any.
+            inr_bank_init (`str`, *optional*, defaults to `"per_image"`): with `num_images_per_prompt > 1` and an
+                `inr_bank`: `"per_image"` starts image j of a prompt from the prompt's (j mod N)-th nearest of the N
+                bank INRs, so the images start apart [reconstruction: the paper retrieves one INR per prompt and
+                does not say how several images per prompt start]; `"nearest"` starts every image from the nearest
+                INR (they then differ only through their augmentations).
             prompt_embeds (`torch.Tensor` of shape `(batch_size, projection_dim)`, *optional*): text embeddings.
             output_type (`str`, *optional*, defaults to `"pil"`): `"pil"`, `"np"` or `"pt"`.
             return_dict (`bool`, *optional*, defaults to `True`): return a
@@ -614,6 +728,16 @@ class CLIPInversionPipeline(DiffusionPipeline):
                 `"target_embeds"` replaces the target; set `pipe._interrupt = True` to stop early.
             callback_on_step_end_tensor_inputs (`list[str]`, *optional*, defaults to `["loss"]`): subset of
                 `["image", "image_embeds", "target_embeds", "loss"]`.
+            coarse_grid_factor (`int`, *optional*, defaults to `1`): speed option, not exact. With `F > 1` the INR is
+                optimised on a grid `F` times coarser in each direction (`ceil(height / F) x ceil(width / F)`),
+                shifted each step by a random sub-pixel offset drawn from `generator`, which CLIP sees upsampled;
+                the output is rendered at full `height x width`. The callback's `"image"` is the coarse render.
+                See `benchmarks/clip_inversion_options.py` for its measured cost and effect.
+            min_layer_lr_ratio (`float`, *optional*, defaults to `0.0`): speed option, not exact. At each step, an
+                INR layer whose scheduled learning rate is below `min_layer_lr_ratio * learning_rate` gets no
+                gradient (its weight-gradient GEMM is skipped, the backward stops below the lowest layer that needs a
+                gradient, and its Adam state does not move that step); the layer with the highest learning rate
+                always learns. Must lie in `[0, 1)`; `0` is the exact default.
 
         Examples:
 
@@ -622,11 +746,20 @@ class CLIPInversionPipeline(DiffusionPipeline):
             images and second the final CLIP similarities.
 
         Raises:
-            ValueError: non-positive `height` / `width` / `num_inference_steps`, an empty prompt, both or neither of
-                `prompt` and `prompt_embeds`, an unknown `output_type` or callback input.
+            ValueError: non-positive `height` / `width` / `num_inference_steps` / ... (integer-likes such as
+                `np.int64` are accepted), an empty prompt, both or neither of `prompt` and `prompt_embeds`,
+                non-finite `prompt_embeds`, a NaN / inf / non-positive `learning_rate` (or another float argument
+                out of range), an unknown `output_type`, `inr_bank_init` or callback input.
             TypeError: a prompt that is not text, or a `generator` that is not a single `torch.Generator`.
         """
         callback_on_step_end_tensor_inputs = callback_on_step_end_tensor_inputs or ["loss"]
+        height, width = as_int("height", height), as_int("width", width)
+        num_inference_steps = as_int("num_inference_steps", num_inference_steps)
+        num_images_per_prompt = as_int("num_images_per_prompt", num_images_per_prompt)
+        num_augmentations = as_int("num_augmentations", num_augmentations)
+        procrustes_k, blend_k = as_int("procrustes_k", procrustes_k), as_int("blend_k", blend_k)
+        if inr_bank_init not in INR_BANK_INITS:
+            raise ValueError(f"`inr_bank_init` has to be one of {INR_BANK_INITS}, but is {inr_bank_init!r}")
         self.check_inputs(
             prompt,
             height,
@@ -647,8 +780,12 @@ class CLIPInversionPipeline(DiffusionPipeline):
             callback_on_step_end_tensor_inputs,
         )
         text_embeds = self.encode_prompt(prompt) if prompt_embeds is None else prompt_embeds
+        num_prompts = text_embeds.shape[0]
         text_embeds = text_embeds.to(self.clip_model.device).repeat_interleave(num_images_per_prompt, dim=0)
         targets = self.text_targets(text_embeds, use_procrustes=use_procrustes, procrustes_k=procrustes_k)
+        init_ranks = None
+        if inr_bank_init == "per_image":
+            init_ranks = torch.arange(num_images_per_prompt).repeat(num_prompts)
         return self._optimise(
             targets,
             height,
@@ -667,6 +804,9 @@ class CLIPInversionPipeline(DiffusionPipeline):
             return_dict,
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
+            init_ranks=init_ranks,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
         )
 
     def reconstruct(
@@ -688,6 +828,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         """Reconstruct ``image`` from its CLIP embedding alone (target = the unit-norm image embedding).
 
@@ -697,8 +839,15 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
         Returns:
             [`CLIPInversionPipelineOutput`] (or a tuple, see ``__call__``).
+
+        Raises:
+            ValueError / TypeError: as ``__call__``, and for images of the wrong shape, dtype or range (see
+                :meth:`images_to_tensor`).
         """
         callback_on_step_end_tensor_inputs = callback_on_step_end_tensor_inputs or ["loss"]
+        height, width = as_int("height", height), as_int("width", width)
+        num_inference_steps = as_int("num_inference_steps", num_inference_steps)
+        num_augmentations, blend_k = as_int("num_augmentations", num_augmentations), as_int("blend_k", blend_k)
         self.check_inputs(
             "image",
             height,
@@ -737,6 +886,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
             return_dict,
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
         )
 
     def stylize(
@@ -762,6 +913,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
         return_dict: bool = True,
         callback_on_step_end: Callable[..., dict] | None = None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
+        coarse_grid_factor: int = 1,
+        min_layer_lr_ratio: float = 0.0,
     ):
         """Text-guided style transfer: start from an INR fitted to ``image`` and pull it toward ``style_prompt``.
 
@@ -773,11 +926,13 @@ class CLIPInversionPipeline(DiffusionPipeline):
         Raises:
             ValueError: if ``content_weight < 0``, ``init_fit_steps < 0`` or the numbers of prompts and images differ.
         """
-        if not isinstance(content_weight, (int, float)) or content_weight < 0:
-            raise ValueError(f"`content_weight` has to be a float >= 0, but is {content_weight!r}")
-        if not isinstance(init_fit_steps, int) or init_fit_steps < 0:
-            raise ValueError(f"`init_fit_steps` has to be an integer >= 0, but is {init_fit_steps!r}")
+        content_weight = as_float("content_weight", content_weight, 0.0)
+        init_fit_steps = as_int("init_fit_steps", init_fit_steps, minimum=0)
         callback_on_step_end_tensor_inputs = callback_on_step_end_tensor_inputs or ["loss"]
+        height, width = as_int("height", height), as_int("width", width)
+        num_inference_steps = as_int("num_inference_steps", num_inference_steps)
+        num_augmentations = as_int("num_augmentations", num_augmentations)
+        procrustes_k, blend_k = as_int("procrustes_k", procrustes_k), as_int("blend_k", blend_k)
         self.check_inputs(
             style_prompt,
             height,
@@ -825,6 +980,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
             callback_on_step_end,
             callback_on_step_end_tensor_inputs,
             extra_terms=extra,
+            coarse_grid_factor=coarse_grid_factor,
+            min_layer_lr_ratio=min_layer_lr_ratio,
             init_images=pixels,
             init_fit_steps=init_fit_steps,
         )
@@ -880,7 +1037,8 @@ class CLIPInversionPipeline(DiffusionPipeline):
 
         Args:
             pretrained_model_name_or_path (`str` or `os.PathLike`): a local folder or a Hub repo id.
-            torch_dtype (`torch.dtype`, *optional*): dtype of the CLIP model.
+            torch_dtype (`torch.dtype`, *optional*): dtype of the CLIP model (``dtype`` is accepted as an alias); the
+                banks stay float32.
             clip_model, processor, embedding_bank, inr_bank (*optional*): components that replace the saved ones.
             **kwargs: config overrides (``inr_hidden_features``, ...) and the download options above.
 
@@ -890,7 +1048,7 @@ class CLIPInversionPipeline(DiffusionPipeline):
         download_keys = ("cache_dir", "revision", "token", "local_files_only", "force_download")
         download = {k: kwargs.pop(k) for k in download_keys if k in kwargs}
         kwargs.pop("trust_remote_code", None)
-        torch_dtype = kwargs.pop("torch_dtype", None)
+        torch_dtype = kwargs.pop("torch_dtype", None) or kwargs.pop("dtype", None)
         path = Path(pretrained_model_name_or_path)
         if not path.is_dir():
             from huggingface_hub import snapshot_download
@@ -935,6 +1093,6 @@ class CLIPInversionPipeline(DiffusionPipeline):
         if kwargs:
             raise ValueError(
                 f"Unknown keyword arguments {sorted(kwargs)}; allowed: components {('clip_model', 'processor', *BANK_COMPONENTS)}, "
-                f"config {config_keys}, torch_dtype and {download_keys}."
+                f"config {config_keys}, torch_dtype / dtype and {download_keys}."
             )
         return cls(**components, **config)
