@@ -19,8 +19,8 @@ class Add(Task):
     algorithm_class = "arithmetic"
     description = "multi-digit addition a + b, column by column from the right with carries"
     length_unit = "digits per operand"
-    train_lengths = (1, 8)
-    ood_lengths = (9, 16)
+    train_lengths = (1, 6)
+    ood_lengths = (7, 12)
     hint_from_right = True
 
     def sample(self, rng, length):
@@ -57,8 +57,8 @@ class Sub(Task):
     algorithm_class = "arithmetic"
     description = "multi-digit subtraction a - b (a >= b, b zero-padded), from the right with borrows"
     length_unit = "digits per operand"
-    train_lengths = (1, 8)
-    ood_lengths = (9, 16)
+    train_lengths = (1, 6)
+    ood_lengths = (7, 12)
     hint_from_right = True
 
     def sample(self, rng, length):
@@ -96,8 +96,8 @@ class Mul(Task):
     algorithm_class = "arithmetic"
     description = "multiplication of an n-digit number by a digit, from the right with carries"
     length_unit = "digits of the multi-digit factor"
-    train_lengths = (1, 8)
-    ood_lengths = (9, 16)
+    train_lengths = (1, 6)
+    ood_lengths = (7, 12)
     hint_from_right = True
 
     def sample(self, rng, length):

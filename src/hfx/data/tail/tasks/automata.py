@@ -28,6 +28,7 @@ class TMIncrement(Task):
     length_unit = "bits on the tape"
     train_lengths = (1, 8)
     ood_lengths = (9, 16)
+    temps = ("t", "f", "s")  # the symbol register: hidden when atomic=False fuses a machine step
 
     def sample(self, rng, length):
         return {"bits": "".join(rng.choice("01") for _ in range(length))}
@@ -72,6 +73,7 @@ class DFAMod3(Task):
     length_unit = "bits"
     train_lengths = (2, 10)
     ood_lengths = (11, 20)
+    temps = ("t", "f", "b")  # the bit register: hidden when atomic=False fuses a step
 
     def sample(self, rng, length):
         return {"bits": "".join(rng.choice("01") for _ in range(length))}

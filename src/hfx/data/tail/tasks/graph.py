@@ -60,7 +60,7 @@ def _random_graph(rng, n: int, connected: bool) -> list[list[int]]:
         for k in range(1, n):
             u, v = order[k], order[rng.randrange(k)]
             edges.add((min(u, v), max(u, v)))
-        extra = n // 2
+        extra = rng.randint(0, n // 2)
     else:
         extra = rng.randint(0, n - 1)
     pairs = [(u, v) for u in range(n) for v in range(u + 1, n) if (u, v) not in edges]

@@ -56,8 +56,8 @@ class LinearSearch(Task):
     algorithm_class = "searching"
     description = "first 0-based position of a digit in an unsorted list of digits, or -1"
     length_unit = "list length"
-    train_lengths = (2, 10)
-    ood_lengths = (11, 20)
+    train_lengths = (1, 6)
+    ood_lengths = (7, 12)
 
     def sample(self, rng, length):
         return {"a": [rng.randrange(10) for _ in range(length)], "x": rng.randrange(10)}

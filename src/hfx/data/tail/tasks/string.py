@@ -8,8 +8,8 @@ from ..registry import Task, register, seq
 class _StringTask(Task):
     algorithm_class = "string"
     length_unit = "characters"
-    train_lengths = (1, 10)
-    ood_lengths = (11, 20)
+    train_lengths = (1, 6)
+    ood_lengths = (7, 12)
 
     def sample(self, rng, length):
         return {"s": "".join(rng.choice("abcdefgh") for _ in range(length))}

@@ -1,0 +1,284 @@
+"""SFT recipe for TAIL-style data on small models trained from scratch, and exact-match evaluation by length.
+
+The paper fine-tunes Qwen2.5-7B (arXiv 2507.13332, Sec. 4); on a CPU we train a small Llama from scratch, as
+length-generalisation studies do, with TRL's ``SFTTrainer`` on prompt-completion pairs (loss on the completion).
+
+* :func:`build_tokenizer` -- a fixed, data-independent word-level tokenizer: the trace keywords and operation names
+  are single tokens, every other non-space character (digits one by one) is a token, newlines are tokens, spaces
+  are dropped. So ``a[12]`` is ``a [ 1 2 ]`` and numbers never meet unseen tokens at longer lengths.
+* :func:`tiny_llama_config` -- a small ``LlamaConfig`` for that tokenizer.
+* :class:`PositionOffsetCollator` -- adds a random offset to every training sequence's ``position_ids`` (randomised
+  positions, Ruoss et al. 2023), so the positions of longer test inputs were seen in training, as they were in the
+  paper's pretrained model; it acts identically on every format [reconstruction: our choice for from-scratch runs].
+* :func:`train_sft`, :func:`evaluate_exact_match`, :func:`wilson_interval`, :func:`plot_length_generalization`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .trace import OPS, SET_OP
+
+
+KEYWORDS = ("TASK", "INPUT", "FETCH", "OP", "STATE", "ANSWER", "REVERSED")
+SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def build_tokenizer():
+    """The experiment tokenizer (a :class:`transformers.PreTrainedTokenizerFast`, ~140 tokens, right padding).
+
+    Words of the trace grammar (``FETCH``, ``OP``, ``add``, ``split``, ...) are single tokens when they stand alone;
+    every other printable ASCII character is one token; ``\\n`` is a token; spaces and tabs are dropped, so
+    ``decode`` puts spaces between tokens (compare answers with :func:`~hfx.data.tail.formats.normalize_answer`).
+    """
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = [*KEYWORDS, *sorted({*OPS, SET_OP})]
+    vocab: dict[str, int] = {}
+    for token in [*SPECIAL_TOKENS.values(), "\n", *words, *(chr(c) for c in range(33, 127))]:
+        vocab.setdefault(token, len(vocab))
+    pattern = r"\b(?:" + "|".join(sorted(words, key=len, reverse=True)) + r")\b|\n|[^ \t]"
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex("[ \t]+"), behavior="removed"),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+        ]
+    )
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="right", **SPECIAL_TOKENS)
+    return tok
+
+
+def tiny_llama_config(
+    tokenizer,
+    hidden_size: int = 128,
+    num_hidden_layers: int = 3,
+    num_attention_heads: int = 4,
+    intermediate_size: int = 384,
+    max_position_embeddings: int = 4096,
+    **overrides: Any,
+):
+    """A small ``LlamaConfig`` (about 0.6 M parameters at the defaults) for :func:`build_tokenizer`."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_attention_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **overrides,
+    )
+
+
+def to_prompt_completion(dataset, separator: str = "\n"):
+    """Map a TAIL-style dataset to TRL's prompt-completion form: ``prompt = question + separator``,
+    ``completion = trace`` (the bare question, without the chat instruction, keeps sequences short)."""
+    return dataset.map(
+        lambda row: {"prompt": row["question"] + separator, "completion": row["trace"]},
+        remove_columns=[c for c in dataset.column_names if c not in ("task", "answer", "metadata")],
+    )
+
+
+class PositionOffsetCollator:
+    """Wrap a collator so every sequence's ``position_ids`` start at a random offset in ``[0, max_offset]``.
+
+    Args:
+        collator (`Callable`): the trainer's collator (returns ``input_ids`` and ``attention_mask``, right-padded).
+        max_offset (`int`): largest offset; 0 disables the wrapper's effect (positions ``0..L-1``).
+        seed (`int`, defaults to 0): offsets are drawn from ``random.Random(seed)``.
+    """
+
+    def __init__(self, collator, max_offset: int, seed: int = 0):
+        if max_offset < 0:
+            raise ValueError(f"`max_offset` must be >= 0, got {max_offset}")
+        self.collator, self.max_offset, self.rng = collator, int(max_offset), random.Random(seed)
+
+    def __call__(self, features):
+        import torch
+
+        batch = self.collator(features)
+        ids = batch["input_ids"]
+        offsets = torch.tensor([self.rng.randint(0, self.max_offset) for _ in range(ids.shape[0])])
+        batch["position_ids"] = torch.arange(ids.shape[1]).unsqueeze(0) + offsets.unsqueeze(1)
+        return batch
+
+
+def train_sft(
+    model,
+    tokenizer,
+    train_dataset,
+    output_dir: str,
+    *,
+    max_steps: int = 300,
+    learning_rate: float = 1e-3,
+    batch_size: int = 32,
+    max_length: int = 1024,
+    position_offset: int = 0,
+    seed: int = 0,
+    warmup_ratio: float = 0.05,
+    weight_decay: float = 0.0,
+    **config_kwargs: Any,
+):
+    """SFT with TRL's ``SFTTrainer`` on a prompt-completion dataset (:func:`to_prompt_completion`); returns the
+    trainer after ``train()``. Loss on completion tokens only; CPU-friendly defaults (fp32, no reporting)."""
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(
+        output_dir=output_dir,
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        per_device_train_batch_size=batch_size,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, int(warmup_ratio * max_steps)),
+        weight_decay=weight_decay,
+        max_length=max_length,
+        completion_only_loss=True,
+        logging_steps=max(1, max_steps // 10),
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        bf16=False,
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        **config_kwargs,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
+    if position_offset:
+        trainer.data_collator = PositionOffsetCollator(trainer.data_collator, position_offset, seed=seed)
+    trainer.train()
+    return trainer
+
+
+def generate(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 64) -> list[str]:
+    """Greedy completions (KV cache, left-padded batches), decoded without special tokens."""
+    import torch
+
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    model.eval()
+    outputs: list[str] = []
+    try:
+        for start in range(0, len(prompts), batch_size):
+            enc = tokenizer(list(prompts[start : start + batch_size]), return_tensors="pt", padding=True)
+            enc = {k: v.to(model.device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+            outputs += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = side
+    return outputs
+
+
+def evaluate_exact_match(model, tokenizer, dataset, *, batch_size: int = 64, max_new_tokens: int | None = None):
+    """Exact-match accuracy of greedy completions on a prompt-completion TAIL-style dataset, by input length.
+
+    Args:
+        dataset: rows with ``prompt``, ``completion``, ``task``, ``answer``, ``metadata`` (:func:`to_prompt_completion`).
+        max_new_tokens (`int`, *optional*): defaults to the longest gold completion (tokens) + 16.
+
+    Returns:
+        `dict`: ``{"by_length": {length: {"correct": k, "n": n, "accuracy": k/n, "ci95": [lo, hi]}}, "correct":
+        [bool per row], "trace_exact": [bool per row], "completions": [str]}``; ``trace_exact`` compares the whole
+        completion with the gold one, whitespace removed.
+    """
+    from .verify import score_answer
+
+    if max_new_tokens is None:
+        longest = max(len(tokenizer(c)["input_ids"]) for c in dataset["completion"])
+        max_new_tokens = longest + 16
+    completions = generate(model, tokenizer, dataset["prompt"], max_new_tokens, batch_size)
+    correct, exact = [], []
+    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for row, text in zip(dataset, completions):
+        ok = score_answer(row["task"], text, {"answer": row["answer"]}) == 1.0
+        correct.append(ok)
+        exact.append("".join(text.split()) == "".join(row["completion"].split()))
+        c = counts[row["metadata"]["length"]]
+        c[0] += int(ok)
+        c[1] += 1
+    by_length = {
+        length: {"correct": k, "n": n, "accuracy": k / n, "ci95": list(wilson_interval(k, n))}
+        for length, (k, n) in sorted(counts.items())
+    }
+    return {"by_length": by_length, "correct": correct, "trace_exact": exact, "completions": completions}
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion ``k / n`` (95 % by default).
+
+    Raises:
+        ValueError: if ``n < 1`` or ``k`` is outside ``[0, n]``.
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def plot_length_generalization(curves: dict, train_lengths: Sequence[int], path: str, title: str | None = None):
+    """Accuracy vs input length, one line per arm with its 95 % interval band, train lengths shaded.
+
+    Args:
+        curves (`dict`): ``{arm: {length: {"accuracy": a, "ci95": [lo, hi]}}}`` (or ``{task: {arm: ...}}`` for one
+            panel per task).
+        train_lengths (`Sequence[int]`): the lengths seen in training (shaded).
+        path (`str`): output image path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = curves if all(isinstance(v, dict) and v and _is_arm_map(v) for v in curves.values()) else {"": curves}
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
+    for ax, (name, arms) in zip(axes[0], panels.items()):
+        ax.axvspan(min(train_lengths) - 0.5, max(train_lengths) + 0.5, color="0.9", label="train lengths")
+        for arm, by_len in arms.items():
+            xs = sorted(int(x) for x in by_len)
+            ys = [by_len[_key(by_len, x)]["accuracy"] for x in xs]
+            lo = [by_len[_key(by_len, x)]["ci95"][0] for x in xs]
+            hi = [by_len[_key(by_len, x)]["ci95"][1] for x in xs]
+            (line,) = ax.plot(xs, ys, marker="o", ms=3, lw=1.4, label=arm)
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
+        ax.set_title(name)
+        ax.set_xlabel("input length")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0][0].set_ylabel("exact match")
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _key(by_len: dict, x: int):
+    return x if x in by_len else str(x)
+
+
+def _is_arm_map(value: dict) -> bool:
+    inner = next(iter(value.values()))
+    return isinstance(inner, dict) and inner and isinstance(next(iter(inner.values())), dict)
