@@ -88,7 +88,9 @@ def main(argv=None) -> int:
             "examples_per_s_plain": round(n / plain_s, 1),
             "time_ratio_tail_vs_plain": round(tail_s / plain_s, 3),
             "trace_tokens_growth_exponent": round(_slope(lengths, [growth[x]["tokens"] for x in lengths]), 2),
-            "tokens_at_max_train_length": round(growth[max(x for x in lengths if x <= spec.train_lengths[1])]["tokens"]),
+            "tokens_at_max_train_length": round(
+                growth[max(x for x in lengths if x <= spec.train_lengths[1])]["tokens"]
+            ),
             "tokens_at_max_ood_length": round(growth[lengths[-1]]["tokens"]),
             "trace_by_length": {str(k): {kk: round(vv, 1) for kk, vv in v.items()} for k, v in growth.items()},
         }

@@ -1,8 +1,8 @@
 """TAIL-style traces vs baselines vs ablations: SFT on short inputs, exact match on longer ones (arXiv 2507.13332).
 
 For each task and arm, a small Llama is trained from scratch with TRL's ``SFTTrainer`` on the ``train`` split at
-the train lengths, then decoded greedily on the in-distribution ``test`` split (train lengths) and the ``ood_test``
-split (longer). Arms: ``tail`` (all three principles), ``plain`` (answer only), ``cot`` (human-style), ``no_fetch``
+the training lengths, then decoded greedily at those and at longer lengths (the ``test`` split inside the task's
+train range, ``ood_test`` beyond it: no evaluated input can occur in training). Arms: ``tail`` (all three principles), ``plain`` (answer only), ``cot`` (human-style), ``no_fetch``
 / ``no_atomic`` / ``no_linear`` (the paper's ablations), ``index_hint``, ``reversed``. An arm whose data would be
 identical to another's for a task (``no_atomic`` where every iteration is one atomic step; ``reversed`` for a
 one-element answer) is skipped and listed in the JSON as such.
@@ -45,9 +45,24 @@ def identical_arm(task_name: str, arm: str) -> str | None:
         inp = task.sample(__import__("random").Random(0), task.train_lengths[1])
         if all(len(it) == 1 for it in task.execute(inp).iterations):
             return "tail"
-    if arm == "reversed" and task.answer_kind == "symbol" or (arm == "reversed" and task_name in ("dfa_mod3", "parity")):
-        return "plain"
+    if arm == "reversed" and (task.answer_kind == "symbol" or task_name in ("dfa_mod3", "parity")):
+        return "plain"  # a one-character answer reads the same both ways
     return None
+
+
+def eval_splits(task_name: str, lengths, dev: bool):
+    """Group evaluation lengths by the split that holds them: lengths inside the task's train range come from
+    ``test`` (``validation`` in dev mode), longer ones from ``ood_test`` (``ood_validation``). Either way no
+    evaluated input can occur in ``train`` (the splits partition the inputs)."""
+    from hfx.data.tail import get_task
+
+    hi = get_task(task_name).train_lengths[1]
+    groups = {}
+    for length in lengths:
+        ood = length > hi
+        split = ("ood_validation" if ood else "validation") if dev else ("ood_test" if ood else "test")
+        groups.setdefault(split, []).append(length)
+    return list(groups.items())
 
 
 def run_arm(task, arm, args, tok, lr, eval_split_lengths):
@@ -59,7 +74,8 @@ def run_arm(task, arm, args, tok, lr, eval_split_lengths):
 
     kw = ARMS[arm]
     train = to_prompt_completion(
-        load_dataset(task, "train", args.train_size, seed=args.seed, lengths=args.train_lengths, **kw)
+        load_dataset(task, "train", args.train_size, seed=args.seed, lengths=args.train_lengths, **kw),
+        prompt=args.prompt,
     )
     torch.manual_seed(args.seed)
     config = tiny_llama_config(
@@ -79,7 +95,6 @@ def run_arm(task, arm, args, tok, lr, eval_split_lengths):
         max_steps=args.max_steps,
         learning_rate=lr,
         batch_size=args.batch_size,
-        position_offset=args.position_offset,
         seed=args.seed,
     )
     train_s = time.time() - t0
@@ -88,7 +103,8 @@ def run_arm(task, arm, args, tok, lr, eval_split_lengths):
     t0 = time.time()
     for split, lengths in eval_split_lengths:
         ds = to_prompt_completion(
-            load_dataset(task, split, args.eval_per_length * len(lengths), seed=args.seed, lengths=lengths, **kw)
+            load_dataset(task, split, args.eval_per_length * len(lengths), seed=args.seed, lengths=lengths, **kw),
+            prompt=args.prompt,
         )
         ev = evaluate_exact_match(trainer.model, tok, ds, batch_size=args.eval_batch_size)
         for length, stats in ev["by_length"].items():
@@ -106,8 +122,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tasks", nargs="+", default=["add", "dfa_mod3", "reverse"])
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    p.add_argument("--train-lengths", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
-    p.add_argument("--ood-lengths", type=int, nargs="+", default=[7, 8, 9, 10])
+    p.add_argument("--train-lengths", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    p.add_argument("--ood-lengths", type=int, nargs="+", default=[6, 7, 8, 9, 10])
     p.add_argument("--train-size", type=int, default=4000)
     p.add_argument("--eval-per-length", type=int, default=30)
     p.add_argument("--max-steps", type=int, default=300)
@@ -118,8 +134,13 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--intermediate-size", type=int, default=384)
-    p.add_argument("--position-offset", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--prompt",
+        default="tape",
+        choices=["tape", "question"],
+        help="tape: every arm is prompted with the TASK/INPUT tape line (the TAIL trace without it is the target)",
+    )
     p.add_argument(
         "--select-lr",
         type=float,
@@ -138,18 +159,16 @@ def main(argv=None) -> int:
 
     datasets.disable_progress_bars()
 
-    for task in args.tasks:  # the experiment's lengths must respect the task's split ranges
+    for task in args.tasks:  # training lengths must lie in the task's train range
         spec = get_task(task)
-        if max(args.train_lengths) > spec.train_lengths[1] or min(args.ood_lengths) < spec.ood_lengths[0]:
-            raise SystemExit(f"{task}: train lengths <= {spec.train_lengths[1]}, ood lengths >= {spec.ood_lengths[0]}")
+        if max(args.train_lengths) > spec.train_lengths[1] or max(args.ood_lengths) > spec.ood_lengths[1]:
+            raise SystemExit(
+                f"{task}: train lengths <= {spec.train_lengths[1]}, eval lengths <= {spec.ood_lengths[1]}"
+            )
     tok = build_tokenizer()
     Path("outputs/tail_lg").mkdir(parents=True, exist_ok=True)
     dev = args.select_lr is not None
-    splits = (
-        [("validation", args.train_lengths), ("ood_validation", args.ood_lengths)]
-        if dev
-        else [("test", args.train_lengths), ("ood_test", args.ood_lengths)]
-    )
+    eval_lengths = [*args.train_lengths, *args.ood_lengths]
     lrs = args.select_lr if dev else [args.learning_rate]
     results = {"curves": {}, "skipped": {}, "runs": {}}
     t_start = time.time()
@@ -162,14 +181,16 @@ def main(argv=None) -> int:
             for lr in lrs:
                 key = f"{task}/{arm}" + (f"/lr={lr:g}" if dev else "")
                 print(f"[{time.time() - t_start:6.0f}s] {key}", flush=True)
-                res = run_arm(task, arm, args, tok, lr, splits)
+                res = run_arm(task, arm, args, tok, lr, eval_splits(task, eval_lengths, dev))
                 results["runs"][key] = res
                 results["curves"].setdefault(task, {})[arm if not dev else f"{arm} lr={lr:g}"] = res["curve"]
-                acc = {s: _mean_acc(res["curve"], s) for s, _ in splits}
-                print(f"    loss {res['final_loss']:.3f}  acc {acc}  ({res['train_seconds']}s + {res['eval_seconds']}s)")
+                acc = _summary(res["curve"], args)
+                print(
+                    f"    loss {res['final_loss']:.3f}  acc {acc}  ({res['train_seconds']}s + {res['eval_seconds']}s)"
+                )
                 Path("outputs/tail_lg/partial.json").write_text(json.dumps(results, indent=1))
     summary = {
-        f"{task}/{arm}": {s: _mean_acc(curve, s) for s, _ in splits}
+        f"{task}/{arm}": _summary(curve, args)
         for task, arms in results["curves"].items()
         for arm, curve in arms.items()
     }
@@ -203,11 +224,18 @@ def main(argv=None) -> int:
     return 0
 
 
-def _mean_acc(curve: dict, split: str) -> float | None:
-    rows = [v for v in curve.values() if v["split"] == split]
-    if not rows:
-        return None
-    return round(sum(v["correct"] for v in rows) / sum(v["n"] for v in rows), 4)
+def _summary(curve: dict, args) -> dict:
+    """Pooled accuracy (and Wilson 95 % interval) over the train lengths ("id") and the longer ones ("ood")."""
+    from hfx.data.tail.recipe import wilson_interval
+
+    out = {}
+    for name, lengths in (("id", args.train_lengths), ("ood", args.ood_lengths)):
+        rows = [curve[str(x)] for x in lengths if str(x) in curve]
+        k, n = sum(v["correct"] for v in rows), sum(v["n"] for v in rows)
+        if n:
+            lo, hi = wilson_interval(k, n)
+            out[name] = {"accuracy": round(k / n, 4), "ci95": [round(lo, 4), round(hi, 4)], "n": n}
+    return out
 
 
 if __name__ == "__main__":

@@ -146,10 +146,10 @@ def test_atomic_off_fuses_each_iteration_and_drops_only_temporaries(name):
     inp = json.loads(full["metadata"]["input"])
     execution = spec.execute(inp)
     assert len(_steps(fused["trace"])) == len(execution.iterations) < len(_steps(full["trace"]))
-    assert any(trace.is_fused(st.op) for st in trace.parse_trace(fused["trace"]).steps)
-    for st in trace.parse_trace(fused["trace"]).steps:
-        if trace.is_fused(st.op):  # a fused line writes no temporary and reads none
-            assert not {c for c, _ in st.writes + st.fetches} & set(spec.temps), st
+    assert any(trace.is_fused(step.op) for step in trace.parse_trace(fused["trace"]).steps)
+    for step in trace.parse_trace(fused["trace"]).steps:
+        if trace.is_fused(step.op):  # a fused line writes no temporary and reads none
+            assert not {c for c, _ in step.writes + step.fetches} & set(spec.temps), step
     # the memory after replay is the same, temporaries aside
     mem_full = trace.replay(trace.parse_trace(full["trace"])).memory
     mem_fused = trace.replay(trace.parse_trace(fused["trace"])).memory
@@ -301,8 +301,9 @@ def test_grpo_trainer_accepts_the_reward_and_the_prompt_column(tmp_path, tiny_ll
         bf16=False,
         logging_steps=1,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=tail.reward_function(), args=args, train_dataset=ds,
-                          processing_class=tok)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=tail.reward_function(), args=args, train_dataset=ds, processing_class=tok
+    )
     trainer.train()
     assert any("rewards/tail_answer/mean" in h for h in trainer.state.log_history)
 
@@ -374,7 +375,6 @@ def test_sft_smoke_on_a_tiny_llama_and_exact_match_by_length(tmp_path):
     from transformers import LlamaForCausalLM
 
     from hfx.data.tail.recipe import (
-        PositionOffsetCollator,
         build_tokenizer,
         evaluate_exact_match,
         tiny_llama_config,
@@ -386,13 +386,11 @@ def test_sft_smoke_on_a_tiny_llama_and_exact_match_by_length(tmp_path):
     train = to_prompt_completion(tail.load_dataset("reverse", "train", 16, lengths=[1, 2], cache_dir=str(tmp_path)))
     model = LlamaForCausalLM(tiny_llama_config(tok, hidden_size=32, num_hidden_layers=1, intermediate_size=64))
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    trainer = train_sft(model, tok, train, str(tmp_path / "sft"), max_steps=2, batch_size=4, position_offset=8)
-    assert isinstance(trainer.data_collator, PositionOffsetCollator)
+    trainer = train_sft(model, tok, train, str(tmp_path / "sft"), max_steps=2, batch_size=4)
     batch = trainer.data_collator([trainer.train_dataset[0], trainer.train_dataset[1]])
-    offsets = batch["position_ids"][:, 0]
-    assert torch.equal(batch["position_ids"], torch.arange(batch["input_ids"].shape[1]) + offsets[:, None])
-    assert ((offsets >= 0) & (offsets <= 8)).all()
-    assert (batch["labels"][0] == -100).any()  # the prompt is masked: loss on the completion only
+    prompt_len = len(tok(train[0]["prompt"])["input_ids"])
+    assert (batch["labels"][0, :prompt_len] == -100).all()  # the prompt is masked: loss on the completion only
+    assert (batch["labels"][0, prompt_len:] != -100).any()
     assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
     test = to_prompt_completion(tail.load_dataset("reverse", "test", 4, lengths=[2, 3], cache_dir=str(tmp_path)))
     ev = evaluate_exact_match(trainer.model, tok, test, batch_size=4, max_new_tokens=8)

@@ -9,6 +9,6 @@ from .._lazy import attach
 _LAZY: dict[str, str] = {}
 _SUBMODULES = {"tail"}
 
-__all__ = sorted(_SUBMODULES)
+__all__ = sorted(_SUBMODULES)  # noqa: PLE0605
 
 __getattr__, __dir__ = attach(__name__, _LAZY, __all__, submodules=_SUBMODULES)

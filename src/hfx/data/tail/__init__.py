@@ -43,6 +43,6 @@ _LAZY = {
 }
 _SUBMODULES = {"registry", "dataset", "formats", "verify", "trace", "tasks", "recipe", "hub"}
 
-__all__ = sorted([*_LAZY, *_SUBMODULES])
+__all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 
 __getattr__, __dir__ = attach(__name__, _LAZY, __all__, submodules=_SUBMODULES)

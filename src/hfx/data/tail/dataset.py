@@ -299,9 +299,7 @@ def load_dataset(
     }
     if streaming:
         return datasets.IterableDataset.from_generator(_generate, features=features(), gen_kwargs=gen_kwargs)
-    return datasets.Dataset.from_generator(
-        _generate, features=features(), gen_kwargs=gen_kwargs, cache_dir=cache_dir
-    )
+    return datasets.Dataset.from_generator(_generate, features=features(), gen_kwargs=gen_kwargs, cache_dir=cache_dir)
 
 
 class ProceduralDataset(Sequence):

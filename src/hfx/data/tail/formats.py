@@ -71,8 +71,7 @@ def normalize_answer(text: str) -> str:
     text = _HINT.sub("", text)
     text = "".join(text.split())
     text = text.strip("`*\"'")
-    if text.endswith("."):
-        text = text[:-1]
+    text = text.removesuffix(".")
     return text.strip("`*\"'").lower()
 
 

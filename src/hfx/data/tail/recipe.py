@@ -7,21 +7,19 @@ length-generalisation studies do, with TRL's ``SFTTrainer`` on prompt-completion
   are single tokens, every other non-space character (digits one by one) is a token, newlines are tokens, spaces
   are dropped. So ``a[12]`` is ``a [ 1 2 ]`` and numbers never meet unseen tokens at longer lengths.
 * :func:`tiny_llama_config` -- a small ``LlamaConfig`` for that tokenizer.
-* :class:`PositionOffsetCollator` -- adds a random offset to every training sequence's ``position_ids`` (randomised
-  positions, Ruoss et al. 2023), so the positions of longer test inputs were seen in training, as they were in the
-  paper's pretrained model; it acts identically on every format [reconstruction: our choice for from-scratch runs].
 * :func:`train_sft`, :func:`evaluate_exact_match`, :func:`wilson_interval`, :func:`plot_length_generalization`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from .trace import OPS, SET_OP
+from .trace import OPS, SET_OP, render_input
 
 
 KEYWORDS = ("TASK", "INPUT", "FETCH", "OP", "STATE", "ANSWER", "REVERSED")
@@ -82,37 +80,37 @@ def tiny_llama_config(
     )
 
 
-def to_prompt_completion(dataset, separator: str = "\n"):
-    """Map a TAIL-style dataset to TRL's prompt-completion form: ``prompt = question + separator``,
-    ``completion = trace`` (the bare question, without the chat instruction, keeps sequences short)."""
-    return dataset.map(
-        lambda row: {"prompt": row["question"] + separator, "completion": row["trace"]},
-        remove_columns=[c for c in dataset.column_names if c not in ("task", "answer", "metadata")],
-    )
+def tape_line(row: dict) -> str:
+    """The ``TASK <name> INPUT ...`` line of a row's input (the Turing machine's initial tape), for any format."""
+    from .registry import get_task
+
+    task = get_task(row["task"])
+    return render_input(task.name, task.memory(json.loads(row["metadata"]["input"])))
 
 
-class PositionOffsetCollator:
-    """Wrap a collator so every sequence's ``position_ids`` start at a random offset in ``[0, max_offset]``.
+def to_prompt_completion(dataset, prompt: str = "question", separator: str = "\n"):
+    """Map a TAIL-style dataset to TRL's prompt-completion form (loss on the completion only).
 
     Args:
-        collator (`Callable`): the trainer's collator (returns ``input_ids`` and ``attention_mask``, right-padded).
-        max_offset (`int`): largest offset; 0 disables the wrapper's effect (positions ``0..L-1``).
-        seed (`int`, defaults to 0): offsets are drawn from ``random.Random(seed)``.
+        prompt (`str`, defaults to ``"question"``): ``"question"`` -- the bare question (no chat instruction, short)
+            and ``completion = trace``; ``"tape"`` -- the input tape line ``TASK ... INPUT ...`` for every format (a
+            Turing machine starts with its input on the tape), and the trace without that line as the completion,
+            so all formats see the same prompt and differ only in what they generate.
+        separator (`str`, defaults to a newline): appended to the prompt.
     """
+    if prompt not in ("question", "tape"):
+        raise ValueError(f"`prompt` must be 'question' or 'tape', got {prompt!r}")
 
-    def __init__(self, collator, max_offset: int, seed: int = 0):
-        if max_offset < 0:
-            raise ValueError(f"`max_offset` must be >= 0, got {max_offset}")
-        self.collator, self.max_offset, self.rng = collator, int(max_offset), random.Random(seed)
+    def convert(row):
+        if prompt == "question":
+            return {"prompt": row["question"] + separator, "completion": row["trace"]}
+        lines = row["trace"].split("\n")
+        body = "\n".join(lines[1:]) if lines[0].startswith("TASK ") else row["trace"]
+        return {"prompt": tape_line(row) + separator, "completion": body}
 
-    def __call__(self, features):
-        import torch
-
-        batch = self.collator(features)
-        ids = batch["input_ids"]
-        offsets = torch.tensor([self.rng.randint(0, self.max_offset) for _ in range(ids.shape[0])])
-        batch["position_ids"] = torch.arange(ids.shape[1]).unsqueeze(0) + offsets.unsqueeze(1)
-        return batch
+    return dataset.map(
+        convert, remove_columns=[c for c in dataset.column_names if c not in ("task", "answer", "metadata")]
+    )
 
 
 def train_sft(
@@ -125,7 +123,6 @@ def train_sft(
     learning_rate: float = 1e-3,
     batch_size: int = 32,
     max_length: int = 1024,
-    position_offset: int = 0,
     seed: int = 0,
     warmup_ratio: float = 0.05,
     weight_decay: float = 0.0,
@@ -156,8 +153,6 @@ def train_sft(
         **config_kwargs,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
-    if position_offset:
-        trainer.data_collator = PositionOffsetCollator(trainer.data_collator, position_offset, seed=seed)
     trainer.train()
     return trainer
 

@@ -39,7 +39,13 @@ class TMIncrement(Task):
 
     def memory(self, inp):
         n = len(inp["bits"])
-        mem = {"t[-1]": "_", **{f"t[{i}]": int(b) for i, b in enumerate(inp["bits"])}, f"t[{n}]": "_", "h": 0, "q": "R"}
+        mem = {
+            "t[-1]": "_",
+            **{f"t[{i}]": int(b) for i, b in enumerate(inp["bits"])},
+            f"t[{n}]": "_",
+            "h": 0,
+            "q": "R",
+        }
         for (q, s), (nq, w, mv) in _TM.items():
             mem[f"ns[{q},{s}]"], mem[f"wr[{q},{s}]"], mem[f"mv[{q},{s}]"] = nq, w, mv
         return mem

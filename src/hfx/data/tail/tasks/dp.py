@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from itertools import combinations
 
 from ..registry import Task, register
@@ -74,12 +74,15 @@ class LCS(Task):
     ood_lengths = (6, 9)
 
     def sample(self, rng, length):
-        return {"x": "".join(rng.choice("abc") for _ in range(length)), "y": "".join(rng.choice("abc") for _ in range(length))}
+        return {
+            "x": "".join(rng.choice("abc") for _ in range(length)),
+            "y": "".join(rng.choice("abc") for _ in range(length)),
+        }
 
     def solve(self, inp):  # top-down recursion: a different formulation from the traced bottom-up table
         x, y = inp["x"], inp["y"]
 
-        @lru_cache(maxsize=None)
+        @cache
         def rec(i, j):
             if i == len(x) or j == len(y):
                 return 0
