@@ -7,7 +7,9 @@ train range, ``ood_test`` beyond it: no evaluated input can occur in training). 
 identical to another's for a task (``no_atomic`` where every iteration is one atomic step; ``reversed`` for a
 one-element answer) is skipped and listed in the JSON as such.
 
-Writes ``outputs/tail_lg/partial.json`` after every run, then ``--out-json`` and ``--out-plot``.
+Writes ``outputs/tail_lg/partial_<tasks>.json`` after every run, then ``--out-json`` and ``--out-plot``; the JSON
+also compares TAIL with every other arm on the same ood rows (exact McNemar test). ``--merge`` combines the files of
+runs made in separate processes (one per task).
 
     OMP_NUM_THREADS=1 nice -n 5 python examples/tail_length_generalization.py            # the README run
     python examples/tail_length_generalization.py --tasks add --arms tail plain --max-steps 50 --eval-per-length 8
@@ -110,6 +112,7 @@ def run_arm(task, arm, args, tok, lr, eval_split_lengths):
         for length, stats in ev["by_length"].items():
             result["curve"][str(length)] = {**stats, "split": split}
         result.setdefault("trace_exact", {})[split] = sum(ev["trace_exact"]) / len(ev["trace_exact"])
+        result.setdefault("correct", {})[split] = [int(c) for c in ev["correct"]]  # row order = the split's order
         result.setdefault("examples", {})[split] = [
             {"prompt": r["prompt"], "completion": c, "answer": r["answer"]}
             for r, c in list(zip(ds, ev["completions"]))[:2]
@@ -148,9 +151,18 @@ def main(argv=None) -> int:
         default=None,
         help="dev mode: train each arm at these learning rates and report validation / ood_validation accuracy",
     )
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="combine result files of separate runs (e.g. one process per task) into --out-json and --out-plot",
+    )
     p.add_argument("--out-json", default="benchmarks/results/tail_length_generalization.json")
     p.add_argument("--out-plot", default="docs/figures/tail_length_generalization.png")
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out_json, args.out_plot)
 
     import datasets
 
@@ -188,12 +200,13 @@ def main(argv=None) -> int:
                 print(
                     f"    loss {res['final_loss']:.3f}  acc {acc}  ({res['train_seconds']}s + {res['eval_seconds']}s)"
                 )
-                Path("outputs/tail_lg/partial.json").write_text(json.dumps(results, indent=1))
+                Path(f"outputs/tail_lg/partial_{'_'.join(args.tasks)}.json").write_text(json.dumps(results, indent=1))
     summary = {
         f"{task}/{arm}": _summary(curve, args)
         for task, arms in results["curves"].items()
         for arm, curve in arms.items()
     }
+    paired = {} if dev else _paired(results["runs"])
     out = {
         "metric": "exact-match accuracy by input length (greedy), 95% Wilson intervals",
         "value": summary,
@@ -206,6 +219,7 @@ def main(argv=None) -> int:
         "settings": {k: v for k, v in vars(args).items() if k not in ("out_json", "out_plot")},
         "load_average": os.getloadavg(),
         "wall_seconds": round(time.time() - t_start),
+        "paired_vs_tail": paired,
         **results,
     }
     out_json = Path(args.out_json if not dev else "outputs/tail_lg/dev.json")
@@ -221,6 +235,68 @@ def main(argv=None) -> int:
             title="TAIL-style SFT, tiny Llama from scratch: exact match vs input length (shaded: train lengths)",
         )
         print(f"wrote {args.out_plot}")
+    return 0
+
+
+def _mcnemar_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts b and c."""
+    from math import comb
+
+    n = b + c
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+
+
+def _paired(runs: dict) -> dict:
+    """TAIL vs every other arm on the same ood rows (all arms see the same inputs): accuracy difference, the
+    discordant counts and the exact McNemar p-value."""
+    out = {}
+    for key, run in runs.items():
+        task, arm = key.split("/")[:2]
+        base = runs.get(f"{task}/tail")
+        if arm == "tail" or base is None:
+            continue
+        splits = [s for s in run["correct"] if s.startswith("ood")] or list(run["correct"])
+        a = [x for s in splits for x in base["correct"][s]]
+        b = [x for s in splits for x in run["correct"][s]]
+        tail_only = sum(x and not y for x, y in zip(a, b))
+        arm_only = sum(y and not x for x, y in zip(a, b))
+        out[key] = {
+            "ood_accuracy_tail_minus_arm": round((sum(a) - sum(b)) / len(a), 4),
+            "tail_right_arm_wrong": tail_only,
+            "arm_right_tail_wrong": arm_only,
+            "mcnemar_p": round(_mcnemar_p(tail_only, arm_only), 4),
+            "n": len(a),
+        }
+    return out
+
+
+def merge(paths, out_json: str, out_plot: str) -> int:
+    """Combine several result files (same settings, different tasks) into one JSON and one plot."""
+    from hfx.data.tail.recipe import plot_length_generalization
+
+    parts = [json.loads(Path(p).read_text()) for p in paths]
+    out = {**parts[0], "value": {}, "curves": {}, "runs": {}, "skipped": {}}
+    for part in parts:
+        for key in ("value", "curves", "runs", "skipped"):
+            out[key].update(part[key])
+    out["paired_vs_tail"] = _paired(out["runs"])
+    out["command"] = [part["command"] for part in parts] + [
+        "python examples/tail_length_generalization.py --merge " + " ".join(map(str, paths))
+    ]
+    out["wall_seconds"] = max(part["wall_seconds"] for part in parts)
+    out["load_average"] = [part["load_average"] for part in parts]
+    Path(out_json).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_json).write_text(json.dumps(out, indent=1))
+    Path(out_plot).parent.mkdir(parents=True, exist_ok=True)
+    plot_length_generalization(
+        out["curves"],
+        out["settings"]["train_lengths"],
+        out_plot,
+        title="TAIL-style SFT, tiny Llama from scratch: exact match vs input length (shaded: train lengths)",
+    )
+    print(f"wrote {out_json} and {out_plot}")
     return 0
 
 

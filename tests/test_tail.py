@@ -258,6 +258,14 @@ def test_score_answer_extraction_rules():
     assert tail.score_answer("bubble_sort", "ANSWER 1,2", ex) == 0.0
     assert tail.score_answer("bubble_sort", "", ex) == 0.0
     assert tail.score_answer("parens", "Answer: Yes", {"answer": "yes"}) == 1.0
+    # lenient: the last answer-like match of the task's pattern when there is no marker
+    assert tail.score_answer("add", "8 + 8 = 16", {"answer": "16"}) == 0.0
+    assert tail.score_answer("add", "8 + 8 = 16", {"answer": "16"}, lenient=True) == 1.0
+    assert tail.score_answer("add", "16, no wait, 15", {"answer": "16"}, lenient=True) == 0.0
+    assert tail.score_answer("parens", "I think no... yes.", {"answer": "yes"}, lenient=True) == 1.0
+    assert tail.score_answer("bubble_sort", "Sorted: 1, 2, 3!", ex, lenient=True) == 1.0
+    assert tail.score_answer("copy", "The copy is cafe.", {"answer": "cafe"}, lenient=True) == 1.0
+    assert tail.score_answer("add", "ANSWER 15 (it is 16)", {"answer": "16"}, lenient=True) == 0.0  # marker wins
     with pytest.raises(ValueError, match="`answer` field"):
         tail.score_answer("add", "1", {})
 
@@ -266,6 +274,7 @@ def test_reward_function_follows_the_trl_contract():
     ds = [generate_example("add", "train", i, 0, lengths=[3]) for i in range(3)]
     reward = tail.reward_function()
     assert reward.__name__ == "tail_answer"
+    assert tail.reward_function(lenient=True)(completions=["so 8+8=16"], task=["add"], answer=["16"]) == [1.0]
     columns = {
         "task": [r["task"] for r in ds],
         "answer": [r["answer"] for r in ds],

@@ -75,12 +75,13 @@ def normalize_answer(text: str) -> str:
     return text.strip("`*\"'").lower()
 
 
-def extract_answer(completion: str, kind: str = "digits") -> str | None:
+def extract_answer(completion: str, kind: str = "digits", lenient_pattern: str | None = None) -> str | None:
     """The normalised final answer of a completion.
 
     The last ``ANSWER <x>`` (or ``ANSWER: <x>``) line wins; a last ``REVERSED <x>`` line is un-reversed; a
-    ``\\boxed{x}`` counts when there is no marker; otherwise the whole completion is taken as a bare answer.
-    Index hints (``#3:``) are stripped. Returns `None` for an empty completion.
+    ``\\boxed{x}`` counts when there is no marker; otherwise, with ``lenient_pattern`` (a regular expression), its
+    last match in the completion is the answer (like "the last number" for GSM8K); otherwise the whole completion is
+    taken as a bare answer. Index hints (``#3:``) are stripped. Returns `None` for an empty completion.
     """
     matches = list(_MARKER.finditer(completion))
     if matches:
@@ -90,5 +91,8 @@ def extract_answer(completion: str, kind: str = "digits") -> str | None:
     boxed = _BOXED.findall(completion)
     if boxed:
         return normalize_answer(boxed[-1])
+    if lenient_pattern is not None:
+        found = re.findall(lenient_pattern, completion)
+        return normalize_answer(found[-1]) if found else None
     value = normalize_answer(completion)
     return value or None

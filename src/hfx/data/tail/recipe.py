@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any

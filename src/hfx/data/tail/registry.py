@@ -41,6 +41,8 @@ class Task:
         answer_kind (`str`): ``"digits"`` (a number or a string: one element per character), ``"list"``
             (comma-separated elements) or ``"symbol"`` (one element): how the Index-Hint / Reversed formats split it.
         hint_from_right (`bool`): Index-Hint numbers digits by place value (arithmetic) instead of left to right.
+        answer_pattern (`str`): a regular expression for an answer of this task; lenient scoring (no ``ANSWER``
+            marker) takes its last match in the completion.
     """
 
     name: ClassVar[str]
@@ -51,6 +53,7 @@ class Task:
     ood_lengths: ClassVar[tuple[int, int]]
     answer_kind: ClassVar[str] = "digits"
     hint_from_right: ClassVar[bool] = False
+    answer_pattern: ClassVar[str] = r"-?\d+"
     temps: ClassVar[tuple[str, ...]] = ("t", "f")
 
     # -- to implement ------------------------------------------------------------------------------------------

@@ -103,7 +103,9 @@ def verify_trace(
     )
 
 
-def score_answer(task: str, completion: str, example: dict[str, Any], *, check_trace: bool = False) -> float:
+def score_answer(
+    task: str, completion: str, example: dict[str, Any], *, check_trace: bool = False, lenient: bool = False
+) -> float:
     """Score a completion against a dataset row, reasoning-gym style: 1.0 for the right final answer, else 0.0.
 
     The final answer is the last ``ANSWER`` line (a ``REVERSED`` line is un-reversed, index hints are ignored), or
@@ -115,6 +117,9 @@ def score_answer(task: str, completion: str, example: dict[str, Any], *, check_t
         example (`dict`): a row with at least ``answer`` (``metadata`` is needed when ``check_trace``).
         check_trace (`bool`, defaults to `False`): also require the completion's TAIL-style trace to replay
             (:func:`verify_trace`); a completion without a trace then scores 0.
+        lenient (`bool`, defaults to `False`): without an ``ANSWER`` / ``REVERSED`` marker or ``\\boxed{}``, take
+            the last match of the task's ``answer_pattern`` (e.g. the last number) instead of the whole completion --
+            for instruct models that ignore the requested format (as GSM8K rewards take the last number).
 
     Raises:
         ValueError: for an unknown task or an example without ``answer``.
@@ -124,7 +129,7 @@ def score_answer(task: str, completion: str, example: dict[str, Any], *, check_t
         raise ValueError("`example` must be a dataset row (dict) with an `answer` field")
     if not isinstance(completion, str):
         raise TypeError(f"`completion` must be a str, got {type(completion).__name__}")
-    got = extract_answer(completion, spec.answer_kind)
+    got = extract_answer(completion, spec.answer_kind, spec.answer_pattern if lenient else None)
     correct = got is not None and got == normalize_answer(str(example["answer"]))
     if not correct:
         return 0.0
@@ -145,7 +150,9 @@ def _completion_text(completion) -> str:
     raise TypeError(f"a completion must be a str or a list of messages, got {type(completion).__name__}")
 
 
-def reward_function(*, check_trace: bool = False, name: str = "tail_answer") -> Callable[..., list[float]]:
+def reward_function(
+    *, check_trace: bool = False, lenient: bool = False, name: str = "tail_answer"
+) -> Callable[..., list[float]]:
     """A TRL reward function (``GRPOTrainer(reward_funcs=...)``) scoring completions with :func:`score_answer`.
 
     The returned callable has TRL's signature ``reward(prompts, completions, **columns) -> list[float]`` and reads
@@ -154,6 +161,8 @@ def reward_function(*, check_trace: bool = False, name: str = "tail_answer") -> 
 
     Args:
         check_trace (`bool`, defaults to `False`): reward 1 only when the TAIL-style trace also replays.
+        lenient (`bool`, defaults to `False`): see :func:`score_answer` (the last answer-like match counts when the
+            completion has no ``ANSWER`` line; useful for small instruct models).
         name (`str`): the callable's ``__name__`` (TRL logs rewards under it).
 
     Example::
@@ -179,7 +188,8 @@ def reward_function(*, check_trace: bool = False, name: str = "tail_answer") -> 
             example = {"answer": answer[i]}
             if metadata is not None:
                 example["metadata"] = metadata[i]
-            scores.append(score_answer(task[i], _completion_text(completion), example, check_trace=check_trace))
+            text = _completion_text(completion)
+            scores.append(score_answer(task[i], text, example, check_trace=check_trace, lenient=lenient))
         return scores
 
     reward.__name__ = name

@@ -29,6 +29,7 @@ class TMIncrement(Task):
     train_lengths = (1, 8)
     ood_lengths = (9, 16)
     temps = ("t", "f", "s")  # the symbol register: hidden when atomic=False fuses a machine step
+    answer_pattern = r"[01]+"
 
     def sample(self, rng, length):
         return {"bits": "".join(rng.choice("01") for _ in range(length))}

@@ -11,6 +11,7 @@ class _SortTask(Task):
     train_lengths = (2, 6)
     ood_lengths = (7, 10)
     answer_kind = "list"
+    answer_pattern = r"\d(?:\s*,\s*\d)*"
 
     def sample(self, rng, length):
         return {"x": [rng.randrange(10) for _ in range(length)]}

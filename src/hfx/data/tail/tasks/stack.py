@@ -32,6 +32,7 @@ class Parens(Task):
     train_lengths = (1, 5)
     ood_lengths = (6, 10)
     answer_kind = "symbol"
+    answer_pattern = r"(?i)\b(?:yes|no)\b"
 
     def sample(self, rng, length):
         s = list(_balanced(rng, length))

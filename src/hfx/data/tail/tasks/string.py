@@ -8,6 +8,7 @@ from ..registry import Task, register, seq
 class _StringTask(Task):
     algorithm_class = "string"
     length_unit = "characters"
+    answer_pattern = r"\b[a-h]+\b"
     train_lengths = (1, 6)
     ood_lengths = (7, 12)
 
