@@ -279,8 +279,11 @@ def merge(paths, out_json: str, out_plot: str) -> int:
     parts = [json.loads(Path(p).read_text()) for p in paths]
     out = {**parts[0], "value": {}, "curves": {}, "runs": {}, "skipped": {}}
     for part in parts:
-        for key in ("value", "curves", "runs", "skipped"):
+        for key in ("value", "runs"):
             out[key].update(part[key])
+        for key in ("curves", "skipped"):  # {task: {arm: ...}}: merge per task
+            for task, arms in part[key].items():
+                out[key].setdefault(task, {}).update(arms)
     out["paired_vs_tail"] = _paired(out["runs"])
     out["command"] = [part["command"] for part in parts] + [
         "python examples/tail_length_generalization.py --merge " + " ".join(map(str, paths))

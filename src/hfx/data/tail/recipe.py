@@ -246,7 +246,9 @@ def plot_length_generalization(curves: dict, train_lengths: Sequence[int], path:
     import matplotlib.pyplot as plt
 
     panels = curves if all(isinstance(v, dict) and v and _is_arm_map(v) for v in curves.values()) else {"": curves}
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False, sharey=True)
+    arm_names = list(dict.fromkeys(arm for arms in panels.values() for arm in arms))
+    colors = {arm: plt.get_cmap("tab10")(i % 10) for i, arm in enumerate(arm_names)}  # one colour per arm everywhere
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.7), squeeze=False, sharey=True)
     for ax, (name, arms) in zip(axes[0], panels.items()):
         ax.axvspan(min(train_lengths) - 0.5, max(train_lengths) + 0.5, color="0.9", label="train lengths")
         for arm, by_len in arms.items():
@@ -254,16 +256,18 @@ def plot_length_generalization(curves: dict, train_lengths: Sequence[int], path:
             ys = [by_len[_key(by_len, x)]["accuracy"] for x in xs]
             lo = [by_len[_key(by_len, x)]["ci95"][0] for x in xs]
             hi = [by_len[_key(by_len, x)]["ci95"][1] for x in xs]
-            (line,) = ax.plot(xs, ys, marker="o", ms=3, lw=1.4, label=arm)
-            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
+            lw = 2.2 if arm == "tail" else 1.2
+            ax.plot(xs, ys, marker="o", ms=3, lw=lw, color=colors[arm], label=arm)
+            ax.fill_between(xs, lo, hi, color=colors[arm], alpha=0.10, lw=0)
         ax.set_title(name)
         ax.set_xlabel("input length")
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel("exact match")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]}
+    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="lower center", ncol=min(len(handles), 9))
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
