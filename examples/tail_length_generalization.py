@@ -206,7 +206,7 @@ def main(argv=None) -> int:
         for task, arms in results["curves"].items()
         for arm, curve in arms.items()
     }
-    paired = {} if dev else _paired(results["runs"])
+    paired = {} if dev else _paired(results["runs"], args)
     out = {
         "metric": "exact-match accuracy by input length (greedy), 95% Wilson intervals",
         "value": summary,
@@ -248,18 +248,34 @@ def _mcnemar_p(b: int, c: int) -> float:
     return min(1.0, 2 * sum(comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
 
 
-def _paired(runs: dict) -> dict:
-    """TAIL vs every other arm on the same ood rows (all arms see the same inputs): accuracy difference, the
-    discordant counts and the exact McNemar p-value."""
-    out = {}
+def _row_lengths(task: str, split: str, lengths, settings) -> list[int]:
+    """The input length of every evaluated row of ``split`` (regenerated: rows depend on the seed, not the format)."""
+    from hfx.data.tail.dataset import generate_example
+
+    n = settings.eval_per_length * len(lengths)
+    return [
+        generate_example(task, split, i, settings.seed, lengths=lengths, format="plain")["metadata"]["length"]
+        for i in range(n)
+    ]
+
+
+def _paired(runs: dict, settings) -> dict:
+    """TAIL vs every other arm on the same rows at the longer lengths (all arms see the same inputs): accuracy
+    difference, the discordant counts and the exact McNemar p-value; plus the number of distinct inputs."""
+    eval_lengths = [*settings.train_lengths, *settings.ood_lengths]
+    out, row_lengths = {}, {}
     for key, run in runs.items():
         task, arm = key.split("/")[:2]
         base = runs.get(f"{task}/tail")
         if arm == "tail" or base is None:
             continue
-        splits = [s for s in run["correct"] if s.startswith("ood")] or list(run["correct"])
-        a = [x for s in splits for x in base["correct"][s]]
-        b = [x for s in splits for x in run["correct"][s]]
+        a, b = [], []
+        for split, lengths in eval_splits(task, eval_lengths, dev=False):
+            if (task, split) not in row_lengths:
+                row_lengths[task, split] = _row_lengths(task, split, lengths, settings)
+            keep = [i for i, n in enumerate(row_lengths[task, split]) if n in settings.ood_lengths]
+            a += [base["correct"][split][i] for i in keep]
+            b += [run["correct"][split][i] for i in keep]
         tail_only = sum(x and not y for x, y in zip(a, b))
         arm_only = sum(y and not x for x, y in zip(a, b))
         out[key] = {
@@ -272,24 +288,49 @@ def _paired(runs: dict) -> dict:
     return out
 
 
+def _distinct_inputs(tasks, settings) -> dict:
+    """Rows and distinct inputs per evaluated length (small input spaces repeat inputs: fewer independent rows)."""
+    from hfx.data.tail.dataset import generate_example
+
+    eval_lengths = [*settings.train_lengths, *settings.ood_lengths]
+    out = {}
+    for task in tasks:
+        seen: dict[int, list] = {}
+        for split, lengths in eval_splits(task, eval_lengths, dev=False):
+            for i in range(settings.eval_per_length * len(lengths)):
+                ex = generate_example(task, split, i, settings.seed, lengths=lengths, format="plain")
+                seen.setdefault(ex["metadata"]["length"], []).append(ex["question"])
+        out[task] = {str(k): {"rows": len(v), "distinct": len(set(v))} for k, v in sorted(seen.items())}
+    return out
+
+
 def merge(paths, out_json: str, out_plot: str) -> int:
     """Combine several result files (same settings, different tasks) into one JSON and one plot."""
     from hfx.data.tail.recipe import plot_length_generalization
 
     parts = [json.loads(Path(p).read_text()) for p in paths]
-    out = {**parts[0], "value": {}, "curves": {}, "runs": {}, "skipped": {}}
+    full = [part for part in parts if "settings" in part]
+    if not full:
+        raise SystemExit("--merge needs at least one finished result file (partial files may be added)")
+    settings = argparse.Namespace(**full[0]["settings"])
+    for part in parts:  # a partial file (outputs/tail_lg/partial_*.json, a run stopped early) has no summary yet
+        part.setdefault(
+            "value", {f"{t}/{a}": _summary(c, settings) for t, arms in part["curves"].items() for a, c in arms.items()}
+        )
+    out = {**full[0], "value": {}, "curves": {}, "runs": {}, "skipped": {}}
     for part in parts:
         for key in ("value", "runs"):
             out[key].update(part[key])
         for key in ("curves", "skipped"):  # {task: {arm: ...}}: merge per task
             for task, arms in part[key].items():
                 out[key].setdefault(task, {}).update(arms)
-    out["paired_vs_tail"] = _paired(out["runs"])
-    out["command"] = [part["command"] for part in parts] + [
+    out["paired_vs_tail"] = _paired(out["runs"], settings)
+    out["distinct_inputs"] = _distinct_inputs(list(out["curves"]), settings)
+    out["command"] = [part.get("command", "(partial file)") for part in parts] + [
         "python examples/tail_length_generalization.py --merge " + " ".join(map(str, paths))
     ]
-    out["wall_seconds"] = max(part["wall_seconds"] for part in parts)
-    out["load_average"] = [part["load_average"] for part in parts]
+    out["wall_seconds"] = max(part.get("wall_seconds", 0) for part in parts)
+    out["load_average"] = [part["load_average"] for part in full]
     Path(out_json).parent.mkdir(parents=True, exist_ok=True)
     Path(out_json).write_text(json.dumps(out, indent=1))
     Path(out_plot).parent.mkdir(parents=True, exist_ok=True)

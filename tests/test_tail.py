@@ -254,6 +254,7 @@ def test_score_answer_extraction_rules():
     assert tail.score_answer("bubble_sort", "ANSWER 3,2,1\nANSWER 1,2,3", ex) == 1.0  # the last marker wins
     assert tail.score_answer("bubble_sort", "REVERSED 3,2,1", ex) == 1.0
     assert tail.score_answer("bubble_sort", "ANSWER #0:1,#1:2,#2:3", ex) == 1.0
+    assert tail.score_answer("linear_search", "ANSWER # 0 : - # 1 : 1", {"answer": "-1"}) == 1.0  # decoded spacing
     assert tail.score_answer("bubble_sort", "The sum is \\boxed{1,2,3}", ex) == 1.0
     assert tail.score_answer("bubble_sort", "ANSWER 1,2", ex) == 0.0
     assert tail.score_answer("bubble_sort", "", ex) == 0.0

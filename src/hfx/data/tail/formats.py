@@ -68,8 +68,8 @@ def reverse_answer(answer: str, kind: str) -> str:
 def normalize_answer(text: str) -> str:
     """Canonical comparison form: index hints and all whitespace removed, surrounding quotes / backticks /
     asterisks and a trailing full stop stripped, lower case (canonical answers contain no spaces)."""
+    text = "".join(text.split())  # first: a tokenizer's decode may space out a hint ("# 0 : 3")
     text = _HINT.sub("", text)
-    text = "".join(text.split())
     text = text.strip("`*\"'")
     text = text.removesuffix(".")
     return text.strip("`*\"'").lower()

@@ -247,6 +247,7 @@ def plot_length_generalization(curves: dict, train_lengths: Sequence[int], path:
 
     panels = curves if all(isinstance(v, dict) and v and _is_arm_map(v) for v in curves.values()) else {"": curves}
     arm_names = list(dict.fromkeys(arm for arms in panels.values() for arm in arms))
+    arm_names.sort(key=lambda arm: arm != "tail")  # TAIL first (and blue) in every figure
     colors = {arm: plt.get_cmap("tab10")(i % 10) for i, arm in enumerate(arm_names)}  # one colour per arm everywhere
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.7), squeeze=False, sharey=True)
     for ax, (name, arms) in zip(axes[0], panels.items()):
