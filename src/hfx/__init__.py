@@ -65,6 +65,7 @@ _SUBMODULES = {
     "models",
     "testing",
     "cli",
+    "data",
 }
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605
