@@ -437,3 +437,43 @@ def test_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
     assert math.isfinite(1.0)
+
+
+# ------------------------------------------------------------------------------------------------------------ CLI
+def test_cli_runs_one_experiment_and_saves_it(tmp_path, capsys):
+    from hfx.cli import main
+
+    code = main(
+        [
+            "ssm-theory",
+            "--hidden-size",
+            "8",
+            "--num-irrelevant-patterns",
+            "4",
+            "--sequence-length",
+            "10",
+            "--num-train",
+            "64",
+            "--num-test",
+            "200",
+            "--steps",
+            "60",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    accuracy = float(printed.split("test accuracy ")[1].split(";")[0])
+    assert accuracy > 0.9  # input-gated block, alpha_r - alpha_c = 0.4
+    loaded = SelectiveSSMForSequenceClassification.from_pretrained(tmp_path / "run" / "model")
+    assert loaded.config.recurrence == "input_gate"
+    assert {"train", "test", "history.json", "gates.png"} <= {p.name for p in (tmp_path / "run").iterdir()}
+
+
+def test_cli_bad_input_is_a_one_line_error(capsys):
+    from hfx.cli import main
+
+    assert main(["ssm-theory", "--alpha-r", "0.2", "--alpha-c", "0.4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hfx ssm-theory: error:") and "alpha" in err and "\n" not in err
