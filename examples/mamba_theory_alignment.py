@@ -144,7 +144,7 @@ def main(argv=None) -> int:
             eval_inputs_embeds=torch.stack([t["inputs_embeds"] for t in test]),
             eval_labels=torch.stack([t["labels"] for t in test]),
             patterns=data_config.patterns(),
-            log_every=max(1, args.steps // 50),
+            log_every=max(1, args.steps // 20),
         )
         name = f"{block} | {data_name} | {'SGD b=' + str(batch_size) if batch_size else 'GD'}"
         result = summarise(histories)
