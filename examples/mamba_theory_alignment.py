@@ -63,6 +63,12 @@ def parse_args(argv=None):
     p.add_argument("--mamba-steps", type=int, default=60)
     p.add_argument("--mamba-learning-rate", type=float, default=0.01)
     p.add_argument("--mamba-num-train", type=int, default=128)
+    p.add_argument(
+        "--blocks",
+        nargs="+",
+        default=["zoh", "mamba_euler", "input_gate"],
+        help="recurrences of the majority / chance runs (the SGD and locality runs always run)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke run (2 seeds, few steps), not for reporting")
     p.add_argument("--results", default=str(RESULTS))
     p.add_argument("--figure", default=str(FIGURE))
@@ -118,7 +124,7 @@ def main(argv=None) -> int:
         "mamba_euler": SelectiveSSMConfig(hidden_size=d, recurrence="mamba_euler"),
         "input_gate": SelectiveSSMConfig(hidden_size=d, recurrence="input_gate", state_normalization="length"),
     }
-    runs = [(block, data, None) for data in list(datasets)[:2] for block in blocks]
+    runs = [(block, data, None) for data in list(datasets)[:2] for block in blocks if block in args.blocks]
     runs += [("input_gate", "majority (gap 0.4)", args.sgd_batch_size), ("zoh", "locality (dL+ = 1, dL- = 3)", None)]
     section = {
         "command": COMMAND + (" --quick" if args.quick else ""),

@@ -156,6 +156,7 @@ def plot(section, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = section["rows"]
     fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2))
@@ -169,6 +170,7 @@ def plot(section, path):
         ax.text(0.03, 0.03, label + "\ntheory (our reading): -2", transform=ax.transAxes, fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("s = (1/2)^dL+ - (1/2)^dL-")
         ax.set_title(title, fontsize=9)
     fig.suptitle("Locality regime, zoh selective SSM: per seed, 95% interval over seeds", fontsize=10)

@@ -211,6 +211,7 @@ def plot(section, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     titles = {"gap": "alpha_r - alpha_c", "length": "sequence length L", "noise": "noise std"}
     theory = {"gap": -2.0, "length": 2.0, "noise": None}
@@ -230,6 +231,7 @@ def plot(section, path):
                 label += f"\ntheory: {theory[name]:+.0f}"
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_title(f"{'GD iterations to loss' if key == 'iterations' else 'sample complexity N*'}", fontsize=9)
             ax.set_xlabel(titles[name])
             ax.text(0.03, 0.03, label, transform=ax.transAxes, fontsize=8, va="bottom")
