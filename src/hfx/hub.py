@@ -31,6 +31,7 @@ PUBLISHERS: dict[str, str] = {
     "bayesian-router": "hfx.routing.hub:publish",
     "celo2": "hfx.optim.celo2.hub:publish",
     "tail-data": "hfx.data.tail.hub:publish",
+    "selective-ssm-theory": "hfx.models.selective_ssm.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"

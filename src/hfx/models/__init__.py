@@ -3,6 +3,9 @@
 The embedded-default API (:func:`load_default_model`, :func:`load_causal_lm`, :data:`DEFAULT_MODEL_ID`, ...) lives in
 :mod:`hfx.models.default` and is re-exported here lazily, so ``hfx.models.load_default_model`` keeps working and
 ``import hfx.models`` loads no torch.
+
+``models/selective_ssm/`` holds the one-layer selective SSM of the Mamba training-dynamics theory (arXiv 2602.12499):
+its config / model classes and synthetic-data config are re-exported here, lazily too.
 """
 
 from .._lazy import attach
@@ -20,8 +23,13 @@ _LAZY = {
     "load_causal_lm": ".default",
     "DEFAULT_SENTENCE_ENCODER_ID": ".default",
     "default_sentence_encoder_path": ".default",
+    # Mamba training-dynamics theory (arXiv 2602.12499): models/selective_ssm/
+    "SelectiveSSMConfig": ".selective_ssm",
+    "SelectiveSSMModel": ".selective_ssm",
+    "SelectiveSSMForSequenceClassification": ".selective_ssm",
+    "SyntheticSequenceConfig": ".selective_ssm",
 }
-_SUBMODULES: set[str] = {"default"}
+_SUBMODULES: set[str] = {"default", "selective_ssm"}
 
 __all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 
