@@ -189,6 +189,30 @@ def output_logits(model, hidden_states: torch.Tensor, head=None) -> torch.Tensor
     return logits
 
 
+@contextlib.contextmanager
+def capture_last_hidden_states(backbone: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Record, at every call of ``backbone``, its output's last position (``last_hidden_state[:, -1]``, detached).
+
+    During ``generate`` each decoding step calls the backbone once, and the last position is the one whose hidden
+    state predicts the next token, so the list ends up with one `(B, d)` tensor per generated token. The forward hook
+    exists only inside the ``with`` block.
+
+    Yields:
+        `list[torch.Tensor]`: filled in place, one `(B, d)` tensor per backbone call (model dtype).
+    """
+    steps: list[torch.Tensor] = []
+
+    def record_last_hidden_state(module, args, output):
+        hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        steps.append(hidden[:, -1].detach())
+
+    handle = backbone.register_forward_hook(record_last_hidden_state)
+    try:
+        yield steps
+    finally:
+        handle.remove()
+
+
 def _fsdp2_owners(model, head: torch.nn.Module) -> list:
     """FSDP2 (``fully_shard``) modules among (head, model): the head's own unit and / or the root's."""
     try:
@@ -238,8 +262,8 @@ def gathered_output_head(model, wrapped=None) -> Iterator[PlainLinearHead | None
     if not (zero3 or owners or fsdp1):
         yield None
         return
-    if type(head) is not torch.nn.Linear:
-        raise ValueError(
+    if not isinstance(head, torch.nn.Linear):  # FSDP2 subclasses it (FSDPLinear); PEFT layers are not Linear
+        raise ValueError(  # noqa: TRY004 (a configuration problem, reported like the other THR refusals)
             f"THR computes pi_old with the output head over gathered parameters when they are sharded, which needs "
             f"a plain `torch.nn.Linear` head, but the head is a {type(head).__name__} (e.g. a PEFT adapter on the LM "
             "head); leave the head out of the adapter's target modules or use `thr_mode='off'`."
@@ -297,6 +321,7 @@ def old_policy_probs(
 __all__ = [
     "PlainLinearHead",
     "backbone_of",
+    "capture_last_hidden_states",
     "gathered_output_head",
     "old_policy_probs",
     "output_logits",

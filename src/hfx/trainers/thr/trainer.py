@@ -14,7 +14,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from .config import THRGRPOConfig
 from .distributed import Collectives, distributed_token_hidden_reward
-from .policy import backbone_of, gathered_output_head, output_logits
+from .policy import backbone_of, capture_last_hidden_states, gathered_output_head, output_logits
 from .token_rewards import BatchTHR, batch_token_hidden_reward
 
 
@@ -294,18 +294,8 @@ class THRGRPOTrainer(GRPOTrainer):
         )
         if not capture:
             return super()._generate(prompts)
-        backbone = backbone_of(self._thr_policy())
-        steps: list[torch.Tensor] = []
-
-        def record_last_hidden_state(module, args, output):
-            hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
-            steps.append(hidden[:, -1].detach())
-
-        handle = backbone.register_forward_hook(record_last_hidden_state)
-        try:
+        with capture_last_hidden_states(backbone_of(self._thr_policy())) as steps:
             result = super()._generate(prompts)
-        finally:
-            handle.remove()
         self._thr_captured = steps
         return result
 
