@@ -1134,3 +1134,73 @@ def test_trainer_advantages_follow_the_closed_form(tmp_path):
     expected = base.double()[:, None].expand_as(adv)
     torch.testing.assert_close(adv[~dominant], expected[~dominant], rtol=1e-6, atol=1e-7)
     assert (~dominant & out["completion_mask"].bool()).any()
+
+
+def _fixed_rollout_trainer(tmp_path, **overrides):
+    """A trainer whose rollout is a `rollout_func` returning fixed completions (like vLLM: no `generate` call)."""
+    from hfx.testing import tiny_llama
+    from hfx.trainers.thr import THRGRPOTrainer
+
+    model, tok = tiny_llama()
+    completions = {PROMPTS[0]: [[50, 60, 70, 2], [60, 61, 2], [50, 80, 90, 91], [70, 2]], PROMPTS[1]: [[9, 2]] * 4}
+
+    def rollout(prompts, trainer):
+        seen, out = {}, {"prompt_ids": [], "completion_ids": [], "logprobs": []}
+        for prompt in prompts:
+            k = seen.get(prompt, 0)
+            seen[prompt] = k + 1
+            out["prompt_ids"].append(tok(prompt)["input_ids"])
+            out["completion_ids"].append(completions[prompt][k])
+            out["logprobs"].append([0.0] * len(completions[prompt][k]))
+        return out
+
+    args = _args(tmp_path, thr_mode="reweight", thr_p=0.5, **overrides)
+    trainer = THRGRPOTrainer(
+        model=model,
+        reward_funcs=_reward,
+        args=args,
+        train_dataset=_dataset(),
+        processing_class=tok,
+        rollout_func=rollout,
+    )
+    trainer.model.train()
+    return trainer
+
+
+def _response_advantages(trainer):
+    rewards = torch.tensor(_reward(PROMPTS[:1] * 4 + PROMPTS[1:] * 4, None, None))
+    return tr.grpo_group_advantages(rewards, 4, unbiased=True, eps=1e-4)
+
+
+@pytest.mark.parametrize("hidden_states", ["generation", "forward"])
+def test_hidden_states_come_from_trl_old_logprob_forward_when_it_runs(tmp_path, monkeypatch, hidden_states):
+    """Issue 14 item 4: when TRL runs its no-grad old-log-prob forward (here `num_iterations=2`; with vLLM rollouts
+    it always does, for the importance-sampling correction), THR takes its hidden states from that forward: no extra
+    forward pass, the capture hook is gone afterwards, and THR equals THR from scratch (plain forward, explicit sum)."""
+    trainer = _fixed_rollout_trainer(tmp_path, num_iterations=2, thr_hidden_states=hidden_states)
+    monkeypatch.setattr(trainer, "_thr_hidden_states", lambda *a, **k: pytest.fail("extra forward pass ran"))
+    out = trainer._generate_and_score_completions(_batch())
+    assert out.get("old_per_token_logps") is not None  # TRL ran its forward
+    assert trainer.last_thr_hidden_source == "old_logps_forward"
+    assert not trainer.model.base_model._forward_hooks
+    assert trainer._thr_old_forward is None and not trainer._thr_old_forward_armed
+    base = {**out, "advantages": _response_advantages(trainer)}
+    ref = _reference_thr(trainer.model, base, trainer.temperature)
+    assert ref.abs().sum() > 0
+    torch.testing.assert_close(trainer.last_thr["thr"].double(), ref, rtol=1e-4, atol=1e-6)
+
+
+def test_forward_fallback_is_logged_once_not_per_batch(tmp_path, caplog):
+    """Issue 14 item 4: without a TRL old-log-prob forward (`num_iterations=1`) a rollout that is not one `generate`
+    call takes the extra forward pass, and says so once, not at every generation batch."""
+    import logging
+
+    trainer = _fixed_rollout_trainer(tmp_path)
+    with caplog.at_level(logging.INFO, logger="hfx.trainers.thr.trainer"):
+        for _ in range(3):
+            out = trainer._generate_and_score_completions(_batch())
+            assert trainer.last_thr_hidden_source == "forward"
+    assert out.get("old_per_token_logps") is None
+    notes = [r for r in caplog.records if "extra no-grad forward" in r.getMessage()]
+    assert len(notes) == 1, [r.getMessage() for r in caplog.records]
+    assert "not one transformers `generate` call" in notes[0].getMessage()

@@ -49,10 +49,13 @@ class THRGRPOConfig(GRPOConfig):
             ``"generation"``: captured during the rollout itself by a forward hook on the backbone, registered only
             while ``_generate`` runs (no extra forward pass; equal to a fresh forward up to KV-cache float rounding);
             when generation is not one transformers ``generate`` call (vLLM, continuous batching, tools, a
-            ``rollout_func``) or the capture does not match the completions, a warning is logged and ``"forward"`` is
-            used (on every process, when one of them cannot use its capture). ``"forward"``: one extra no-grad
-            forward pass of prompt + completion through the backbone. Either way ``pi_old`` is computed from these
-            hidden states by the model's own ``forward`` (see :mod:`hfx.trainers.thr.policy`).
+            ``rollout_func``) or the capture does not match the completions, ``"forward"`` is used (on every process,
+            when one of them cannot use its capture; logged once). ``"forward"``: the training model's no-grad
+            forward of prompt + completion -- the one TRL already runs for the old log-probs when it does (vLLM with
+            ``vllm_importance_sampling_correction=True``, TRL's default; generation not aligned with optimizer steps,
+            e.g. ``num_iterations > 1``), captured by a backbone hook during that call, otherwise one extra pass.
+            Either way ``pi_old`` is computed from these hidden states by the model's own ``forward`` (see
+            :mod:`hfx.trainers.thr.policy`).
         thr_exchange (`str`, *optional*, defaults to `"auto"`):
             On several processes, how a GRPO group split across processes is assembled: ``"hidden_states"``
             (all-gather the correct responses' hidden states), ``"gram"`` (all-gather partial Gram factors ``M+``)

@@ -213,6 +213,31 @@ def capture_last_hidden_states(backbone: torch.nn.Module) -> Iterator[list[torch
         handle.remove()
 
 
+@contextlib.contextmanager
+def capture_hidden_states(backbone: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Record the whole ``last_hidden_state`` (detached) of every call of ``backbone`` inside the ``with`` block.
+
+    Used on the training model's own no-grad forward of prompt + completion that TRL runs for the old log-probs
+    (vLLM importance-sampling correction, or generation not aligned with optimizer steps): chunk ``c`` of that forward
+    adds one `(b_c, L, d)` tensor; position ``k`` predicts token ``k + 1``. The forward hook exists only inside the
+    ``with`` block.
+
+    Yields:
+        `list[torch.Tensor]`: filled in place, one `(b, L, d)` tensor per backbone call (model dtype).
+    """
+    calls: list[torch.Tensor] = []
+
+    def record_hidden_states(module, args, output):
+        hidden = output[0] if isinstance(output, (tuple, list)) else output.last_hidden_state
+        calls.append(hidden.detach())
+
+    handle = backbone.register_forward_hook(record_hidden_states)
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
 def _fsdp2_owners(model, head: torch.nn.Module) -> list:
     """FSDP2 (``fully_shard``) modules among (head, model): the head's own unit and / or the root's."""
     try:
@@ -321,6 +346,7 @@ def old_policy_probs(
 __all__ = [
     "PlainLinearHead",
     "backbone_of",
+    "capture_hidden_states",
     "capture_last_hidden_states",
     "gathered_output_head",
     "old_policy_probs",

@@ -14,7 +14,13 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from .config import THRGRPOConfig
 from .distributed import Collectives, distributed_token_hidden_reward
-from .policy import backbone_of, capture_last_hidden_states, gathered_output_head, output_logits
+from .policy import (
+    backbone_of,
+    capture_hidden_states,
+    capture_last_hidden_states,
+    gathered_output_head,
+    output_logits,
+)
 from .token_rewards import BatchTHR, batch_token_hidden_reward
 
 
@@ -69,7 +75,15 @@ class THRGRPOTrainer(GRPOTrainer):
     Requirements: causal LMs with a backbone and an output head, text-only batches (a dataset with an ``image`` /
     ``images`` column is refused before the model loads unless ``thr_mode="off"``; a multimodal batch raises
     ``ValueError``), ``num_iterations >= 1`` (THR uses the rollout policy ``pi_old``, computed once per generation
-    batch). vLLM rollouts, tools and ``rollout_func`` use the extra forward pass (``thr_hidden_states="forward"``).
+    batch).
+
+    **Where the hidden states come from** (``last_thr_hidden_source``): ``"generation"`` (captured during a
+    transformers ``generate`` rollout); ``"old_logps_forward"`` (captured from the training model's no-grad forward
+    that TRL runs for the old log-probs: always with vLLM rollouts and ``vllm_importance_sampling_correction=True``,
+    TRL's default, and when generation is not aligned with optimizer steps, e.g. ``num_iterations=2``); ``"forward"``
+    (one extra no-grad forward of prompt + completion, when neither exists: vLLM without importance-sampling
+    correction, a ``rollout_func``, tools, continuous batching). The fallback is logged once per reason, not per
+    batch. vLLM's colocate and server modes are the same for THR: only the rollout tokens come from vLLM.
 
     Attributes:
         last_thr (`dict[str, torch.Tensor]` or `None`): after each training generation batch when ``thr_log_stats``:
@@ -78,6 +92,8 @@ class THRGRPOTrainer(GRPOTrainer):
             for :func:`plot_token_thr`.
         last_thr_exchange ([`~hfx.trainers.thr.distributed.ExchangeStats`] or `None`): what the last THR
             computation moved between processes (``None`` on one process).
+        last_thr_hidden_source (`str` or `None`): where the last training batch's hidden states came from:
+            ``"generation"``, ``"old_logps_forward"`` or ``"forward"`` (see above).
     """
 
     _tag_names: ClassVar[list[str]] = ["trl", "grpo", "hfx", "thr"]
@@ -98,7 +114,11 @@ class THRGRPOTrainer(GRPOTrainer):
         super().__init__(model, reward_funcs, args, *pargs, **kwargs)
         self.last_thr: dict[str, torch.Tensor] | None = None
         self.last_thr_exchange = None
+        self.last_thr_hidden_source: str | None = None
         self._thr_captured: list[torch.Tensor] | None = None
+        self._thr_old_forward: torch.Tensor | None = None
+        self._thr_old_forward_armed = False
+        self._thr_notes_logged: set[str] = set()
 
     @staticmethod
     def _thr_check_before_model_load(args: THRGRPOConfig, train_dataset) -> None:
@@ -281,52 +301,134 @@ class THRGRPOTrainer(GRPOTrainer):
             or getattr(self, "environment_factories", None) is not None
         )
 
-    def _generate(self, prompts: list):
-        """The parent's rollout; with ``thr_hidden_states="generation"`` a forward hook on the backbone records, at
-        every decoding step, the hidden state of the last position (the one predicting the next token). The hook
-        exists only while the parent's ``_generate`` runs and is removed in a ``finally`` block."""
-        self._thr_captured = None
-        capture = (
+    def _thr_generation_capture(self) -> bool:
+        """Whether this training batch's hidden states are captured during ``generate``."""
+        return (
             self._thr_mode != "off"
             and getattr(self.args, "thr_hidden_states", "forward") == "generation"
             and self.model.training
             and self._thr_capture_supported()
         )
-        if not capture:
+
+    def _generate(self, prompts: list):
+        """The parent's rollout; with ``thr_hidden_states="generation"`` a forward hook on the backbone records, at
+        every decoding step, the hidden state of the last position (the one predicting the next token). The hook
+        exists only while the parent's ``_generate`` runs and is removed in a ``finally`` block."""
+        self._thr_captured = None
+        if not self._thr_generation_capture():
             return super()._generate(prompts)
         with capture_last_hidden_states(backbone_of(self._thr_policy())) as steps:
             result = super()._generate(prompts)
         self._thr_captured = steps
         return result
 
-    def _captured_hidden_states(self, output: dict[str, Any]) -> torch.Tensor | None:
-        """The captured `(B, T, d)` hidden states, or ``None`` (with a warning) when they do not match the batch; on
-        several processes ``None`` everywhere as soon as one process cannot use its capture."""
-        steps, self._thr_captured = getattr(self, "_thr_captured", None), None
-        if getattr(self.args, "thr_hidden_states", "forward") != "generation":
-            return None
-        B, T = output["completion_ids"].shape
-        usable = bool(steps) and len(steps) >= T and all(step.size(0) == B for step in steps[:T])
-        if self.accelerator.num_processes > 1:
-            flags = self.accelerator.gather(torch.tensor([float(usable)], device=self.accelerator.device))
-            usable_everywhere = bool(flags.min() > 0)
-        else:
-            usable_everywhere = usable
-        if not usable_everywhere:
-            logger.warning(
-                "THR could not use the hidden states captured during generation (%s decoding steps for completions of "
-                "shape %s%s); running an extra forward pass instead (`thr_hidden_states='forward'`).",
-                len(steps or []),
-                (B, T),
-                "" if usable == usable_everywhere else " on another process",
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        """The parent's log-prob forward; when armed (a THR training batch whose rollout could not be captured), the
+        first call on the policy -- TRL's no-grad old-log-prob forward -- also records the backbone's hidden states
+        predicting each completion token, `(B, T, d)`, so THR needs no forward pass of its own. Whether that call
+        really was the old-log-prob forward is checked afterwards (``old_per_token_logps`` in the parent's output)."""
+        if not getattr(self, "_thr_old_forward_armed", False) or model is not self.model:
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
             )
-            return None
-        return torch.stack(steps[:T], dim=1)
+        self._thr_old_forward_armed = False
+        with capture_hidden_states(backbone_of(self._thr_policy())) as calls:
+            result = super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs
+            )
+        rows = sum(call.size(0) for call in calls)
+        if rows == input_ids.size(0) and all(call.size(1) == input_ids.size(1) for call in calls):
+            self._thr_old_forward = torch.cat([call[:, -logits_to_keep - 1 : -1] for call in calls], dim=0)
+        return result
+
+    def _thr_note_once(self, key: str, message: str, *args, warning: bool = True) -> None:
+        """Log ``message`` the first time ``key`` occurs on this trainer (not once per batch)."""
+        if key in self._thr_notes_logged:
+            return
+        self._thr_notes_logged.add(key)
+        (logger.warning if warning else logger.info)(message, *args)
+
+    def _captured_hidden_states(self, output: dict[str, Any]) -> torch.Tensor | None:
+        """The rollout's `(B, T, d)` hidden states, from the ``generate`` capture or from TRL's old-log-prob forward,
+        or ``None`` (an extra forward pass follows; logged once per reason). Sets ``last_thr_hidden_source``. On
+        several processes ``None`` everywhere as soon as one process has none (sharded parameters need every process
+        to run the same forward calls)."""
+        steps, self._thr_captured = getattr(self, "_thr_captured", None), None
+        old, self._thr_old_forward = getattr(self, "_thr_old_forward", None), None
+        self._thr_old_forward_armed = False
+        B, T = output["completion_ids"].shape
+        hidden, source = None, "forward"
+        wants_generation = getattr(self.args, "thr_hidden_states", "forward") == "generation"
+        if wants_generation and steps is not None:
+            if len(steps) >= T and all(step.size(0) == B for step in steps[:T]):
+                hidden, source = torch.stack(steps[:T], dim=1), "generation"
+            else:
+                self._thr_note_once(
+                    "capture_mismatch",
+                    "THR could not use the hidden states captured during generation (%s decoding steps for "
+                    "completions of shape %s); running an extra forward pass instead. Logged once.",
+                    len(steps),
+                    (B, T),
+                )
+        if (
+            hidden is None
+            and old is not None
+            and output.get("old_per_token_logps") is not None
+            and old.shape[:2] == (B, T)
+        ):
+            hidden, source = old, "old_logps_forward"
+        if self.accelerator.num_processes > 1:
+            flags = self.accelerator.gather(torch.tensor([float(hidden is not None)], device=self.accelerator.device))
+            if hidden is not None and bool(flags.min() == 0):
+                self._thr_note_once(
+                    "other_process",
+                    "THR: another process has no hidden states for this batch; every process runs the extra forward "
+                    "pass. Logged once.",
+                )
+                hidden, source = None, "forward"
+        if hidden is None:
+            self._note_forward_fallback()
+        elif source == "old_logps_forward":
+            self._thr_note_once(
+                "old_logps_forward",
+                "THR takes the hidden states and pi_old from the training model's old-log-prob forward that TRL "
+                "already runs%s (no extra forward pass).",
+                " for vLLM's importance-sampling correction" if getattr(self, "use_vllm", False) else "",
+                warning=False,
+            )
+        self.last_thr_hidden_source = source
+        return hidden
+
+    def _note_forward_fallback(self) -> None:
+        if getattr(self, "use_vllm", False):
+            key, why = (
+                "vllm_forward",
+                ("vLLM rollouts with `vllm_importance_sampling_correction=False`: TRL runs no old-log-prob forward"),
+            )
+        elif not self._thr_capture_supported():
+            key, why = "unsupported_forward", "the rollout is not one transformers `generate` call"
+        elif getattr(self.args, "thr_hidden_states", "forward") == "forward":
+            key, why = "forward_requested", "`thr_hidden_states='forward'` and TRL runs no old-log-prob forward"
+        else:
+            key, why = "capture_forward", "the generation capture was not usable"
+        self._thr_note_once(
+            key,
+            "THR runs one extra no-grad forward pass per generation batch for the hidden states: %s.",
+            why,
+            warning=key not in ("forward_requested",),
+        )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        output = super()._generate_and_score_completions(inputs)
-        if self._thr_mode == "off" or not self.model.training:
-            self._thr_captured = None
+        active = self._thr_mode != "off" and self.model.training
+        # TRL's old-log-prob forward (when it runs) comes after the rollout: arm its capture only when the rollout
+        # itself will not be captured
+        self._thr_old_forward, self._thr_old_forward_armed = None, active and not self._thr_generation_capture()
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self._thr_old_forward_armed = False
+        if not active:
+            self._thr_captured, self._thr_old_forward = None, None
             return output
         result = self.compute_token_hidden_reward(output, hidden_states=self._captured_hidden_states(output))
         advantages = output["advantages"]
