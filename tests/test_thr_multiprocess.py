@@ -58,22 +58,26 @@ def runs(tmp_path_factory):
     }
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        str(HERE / "_thr_distributed_worker.py"),
-        str(out / "two"),
-        *CONFIGS,
-        "--fsdp",
-    ]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=480)
+    for _attempt in range(3):  # the free port can be taken by another program before torchrun binds it: retry
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            str(HERE / "_thr_distributed_worker.py"),
+            str(out / "two"),
+            *CONFIGS,
+            "--fsdp",
+        ]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        port_taken = "address already in use" in (proc.stdout + proc.stderr).lower()
+        if proc.returncode == 0 or not port_taken:
+            break
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     references = {}
     for name in CONFIGS:
