@@ -5,7 +5,6 @@ The pure math is tested against hand-computed values and brute-force sums; the t
 Llama of `hfx.testing` with a deterministic Python reward that makes one mixed and one degenerate group.
 """
 
-import copy
 import itertools
 import json
 import math
@@ -94,21 +93,44 @@ def test_exclude_self_removes_exactly_the_own_response_terms():
 
 
 def test_full_vocab_subset_equals_unsliced_exactly():
-    # completions use every vocabulary id -> V* = V, so the sliced computation must agree exactly
+    # completions use every vocabulary id (in scrambled order) -> V* = V: sliced and unsliced agree exactly
     torch.manual_seed(0)
     V, d = 6, 4
-    ids = torch.tensor([[0, 1, 2], [3, 4, 5]])
+    ids = torch.tensor([[4, 1, 5], [0, 3, 2]])
     mask = torch.ones(2, 3, dtype=torch.long)
     hidden = torch.randn(2, 3, d, dtype=torch.float64)
     weight = torch.randn(V, d, dtype=torch.float64)
     adv = torch.tensor([1.0, -1.0])
     assert torch.equal(tr.group_vocab_subset(ids, mask), torch.arange(V))
-    kw = dict(mode="reweight", p=0.5, tau_beta=0.5)
+    kw = dict(mode="reweight", p=0.5, tau_beta=0.5, temperature=0.7)
     sliced = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, vocab_subset="group", **kw)
     full = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, vocab_subset="full", **kw)
     assert torch.equal(sliced.scores, full.scores)
     assert torch.equal(sliced.thr, full.thr)
     assert torch.equal(sliced.token_advantages, full.token_advantages)
+
+
+def test_sliced_scores_equal_the_explicit_sum_over_the_vocab_subset():
+    """V* a strict subset of V: the efficient sliced form equals the explicit double sum whose <g, g'> runs over the
+    V* columns of the FULL-vocabulary softmax (not renormalised), for hand-built probabilities at T = 0.7."""
+    torch.manual_seed(1)
+    V, d, T = 12, 5, 4
+    ids = torch.tensor([[3, 7, 7, 10], [1, 3, 10, 0], [7, 1, 3, 3]])  # V* = {1, 3, 7, 10}: the 0 is masked
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]])
+    hidden = torch.randn(3, T, d, dtype=torch.float64)
+    weight = torch.randn(V, d, dtype=torch.float64)
+    adv = torch.tensor([1.0, -0.5, -0.5], dtype=torch.float64)
+    subset = torch.tensor([1, 3, 7, 10])
+    assert torch.equal(tr.group_vocab_subset(ids, mask), subset)
+    probs = torch.softmax(hidden @ weight.T / 0.7, dim=-1)[..., subset]  # full softmax, then slice
+    one_hot = (ids.unsqueeze(-1) == subset).to(torch.float64)
+    expected = tr.hidden_reward_scores_explicit(hidden, one_hot - probs, mask, adv > 0)
+    out = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, mode="reweight", p=0.5, temperature=0.7)
+    torch.testing.assert_close(out.scores, expected, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(out.thr, adv[:, None] * expected, rtol=1e-10, atol=1e-12)
+    # and slicing is a real approximation here: the full-vocabulary scores differ
+    full = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, vocab_subset="full", temperature=0.7)
+    assert not torch.allclose(full.scores, out.scores)
 
 
 def test_sliced_probs_are_not_renormalised():
@@ -216,6 +238,66 @@ def test_masked_positions_never_enter_m_plus_and_carry_zero_thr():
     assert (thr[mask == 0] == 0).all()
 
 
+def _group_with_fully_masked_correct_response(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    G, T, d, V = 4, 6, 5, 9
+    hidden = torch.randn(G, T, d, generator=gen, dtype=torch.float64)
+    weight = torch.randn(V, d, generator=gen, dtype=torch.float64)
+    ids = torch.randint(0, V, (G, T), generator=gen)
+    mask = torch.ones(G, T, dtype=torch.long)
+    mask[0] = 0  # correct but truncated: mask_truncated_completions=True keeps A > 0 and zeroes the mask
+    mask[2, 4:] = 0
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
+    return hidden, ids, mask, adv, weight
+
+
+def test_fully_masked_correct_response_is_out_of_p_and_tau():
+    """Issue 12 item 2: a correct response with an all-zero mask must not put a 0 into tau's min (before the fix
+    tau = 0 and every valid token was dominant)."""
+    hidden, ids, mask, adv, weight = _group_with_fully_masked_correct_response()
+    assert tr.valid_positive(adv, mask).tolist() == [False, True, False, False]
+    out = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, mode="thr_only", tau_beta=1.0)
+    valid = mask.bool()
+    expected_tau = (out.thr[1].abs() * mask[1]).sum() / mask[1].sum()  # the only valid correct response
+    assert out.tau.item() == pytest.approx(expected_tau.item(), rel=1e-12)
+    assert out.tau.item() > 0
+    assert 0 < out.dominant[valid].sum() < valid.sum()
+    # the masked row changes nothing: THR equals that of the group without it (scores are per-row)
+    rest = tr.group_token_hidden_reward(hidden[1:], ids[1:], mask[1:], adv[1:], weight, mode="thr_only")
+    torch.testing.assert_close(out.thr[1:], rest.thr, rtol=1e-12, atol=1e-12)
+    assert torch.equal(out.dominant[1:], rest.dominant)
+    # NTHR rule: same exclusion for its signed anchor
+    nthr = tr.group_token_hidden_reward(hidden, ids, mask, adv, weight, mode="nthr")
+    own = (nthr.scores[1] * mask[1]).sum() / mask[1].sum()
+    assert nthr.tau.item() == pytest.approx(own.item(), rel=1e-12)
+
+
+def test_group_whose_only_correct_response_is_masked_is_skipped():
+    hidden, ids, mask, adv, weight = _group_with_fully_masked_correct_response()
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    mask[3] = 0  # both correct responses are fully masked
+    assert tr.skipped_groups(adv, 4, mask).tolist() == [True]
+    assert tr.skipped_groups(adv, 4).tolist() == [False]  # without masks: a mixed group
+    out = tr.batch_token_hidden_reward(hidden, ids, mask, adv, 4, weight, mode="thr_only", tau_beta=1.0)
+    assert out.skipped.tolist() == [True] and not out.dominant.any() and (out.thr == 0).all()
+    torch.testing.assert_close(out.token_advantages, adv[:, None].expand(4, 6))
+
+
+def test_nthr_rejects_thr_normalization(tmp_path):
+    """Issue 12 item 3: thr_normalization was silently ignored with thr_mode='nthr'."""
+    from hfx.trainers.thr import THRGRPOConfig
+
+    with pytest.raises(ValueError, match="thr_normalization"):
+        THRGRPOConfig(output_dir=str(tmp_path), thr_mode="nthr", thr_normalization="positive_length")
+    cpu = dict(use_cpu=True, bf16=False)
+    THRGRPOConfig(output_dir=str(tmp_path), thr_mode="nthr", thr_normalization="none", **cpu)
+    THRGRPOConfig(output_dir=str(tmp_path), thr_mode="reweight", thr_normalization="positive_length", **cpu)
+    hidden, ids, mask, adv, weight = _group_with_fully_masked_correct_response()
+    for fn in (tr.group_token_hidden_reward, lambda *a, **k: tr.batch_token_hidden_reward(*a[:4], 4, *a[4:], **k)):
+        with pytest.raises(ValueError, match="thr_normalization"):
+            fn(hidden, ids, mask, adv, weight, mode="nthr", normalization="response_length")
+
+
 # -------------------------------------------------------------------------------------- conformance 8: NTHR
 def test_nthr_special_case():
     assert tr.nthr_eta(0.5) == 0.0
@@ -295,6 +377,7 @@ def _args(tmp_path, cls=None, **overrides):
         num_generations=4,
         max_completion_length=8,
         learning_rate=1e-3,
+        temperature=0.7,  # != 1 so that a dropped temperature is caught
         use_cpu=True,
         bf16=False,
         save_strategy="no",
@@ -437,35 +520,47 @@ def test_trainer_sign_threshold_and_skip(grpo_pair, p):
         thr.args.thr_mode, thr.args.thr_p, thr.args.thr_tau_beta = "off", 0.1, 1.0
 
 
+def _reference_thr(model, base, temperature, num_generations=4, mask=None, **kwargs):
+    """THR from scratch: pi_old = softmax(model(...).logits / T) of a plain forward, h = the backbone's output,
+    then the explicit double sum per group (independent of the trainer's head and efficient form)."""
+    ids = torch.cat([base["prompt_ids"], base["completion_ids"]], 1)
+    att = torch.cat([base["prompt_mask"], base["completion_mask"]], 1)
+    completion_ids = base["completion_ids"]
+    mask = base["completion_mask"] if mask is None else mask
+    T = completion_ids.size(1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=att).logits[:, -T - 1 : -1].double()
+        hidden = model.base_model(input_ids=ids, attention_mask=att).last_hidden_state[:, -T - 1 : -1].double()
+    probs = torch.softmax(logits / temperature, dim=-1)
+    adv = base["advantages"].double()
+    thr = torch.zeros_like(probs[..., 0])
+    for start in range(0, ids.size(0), num_generations):
+        rows = slice(start, start + num_generations)
+        if tr.skipped_groups(adv[rows], num_generations, mask[rows]).item():
+            continue
+        subset = tr.group_vocab_subset(completion_ids[rows], mask[rows])
+        one_hot = (completion_ids[rows].unsqueeze(-1) == subset).double()
+        errors = one_hot - probs[rows][..., subset]
+        positive = tr.valid_positive(adv[rows], mask[rows])
+        scores = tr.hidden_reward_scores_explicit(hidden[rows], errors, mask[rows], positive)
+        thr[rows] = adv[rows, None] * scores
+    return thr
+
+
 def test_thr_matches_pure_math_from_an_explicit_forward(grpo_pair):
-    """The trainer's THR equals the pure function applied to hidden states from a plain model forward."""
+    """The trainer's THR equals THR computed from scratch from a plain model forward (logits / T, explicit sum)."""
     _, thr = grpo_pair
     thr.args.thr_mode = "off"
     base = _generate(thr)
     try:
-        thr.args.thr_mode, thr.args.thr_p = "reweight", 0.5
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_hidden_states = "reweight", 0.5, "forward"
+        assert thr.temperature == 0.7
         res = thr.compute_token_hidden_reward(base)
-        model = thr.model
-        ids = torch.cat([base["prompt_ids"], base["completion_ids"]], 1)
-        att = torch.cat([base["prompt_mask"], base["completion_mask"]], 1)
-        T = base["completion_ids"].size(1)
-        with torch.no_grad():
-            hidden = model(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states[-1]
-        ref = tr.batch_token_hidden_reward(
-            hidden[:, -T - 1 : -1],
-            base["completion_ids"],
-            base["completion_mask"],
-            base["advantages"],
-            4,
-            model.lm_head.weight,
-            mode="reweight",
-            p=0.5,
-            temperature=thr.temperature,
-        )
-        torch.testing.assert_close(res.thr, ref.thr, rtol=1e-4, atol=1e-5)
-        assert torch.equal(res.dominant, ref.dominant)
+        ref = _reference_thr(thr.model, base, thr.temperature)
+        assert ref.abs().sum() > 0
+        torch.testing.assert_close(res.thr.double(), ref, rtol=1e-4, atol=1e-5)
     finally:
-        thr.args.thr_mode, thr.args.thr_p = "off", 0.1
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_hidden_states = "off", 0.1, "generation"
 
 
 def test_hidden_states_captured_during_generation_match_a_forward_pass(grpo_pair, monkeypatch):
@@ -478,8 +573,7 @@ def test_hidden_states_captured_during_generation_match_a_forward_pass(grpo_pair
         with monkeypatch.context() as m:
             m.setattr(thr, "_thr_hidden_states", lambda *a, **k: pytest.fail("extra forward pass ran"))
             out = _generate(thr)
-        head = thr.model.get_output_embeddings()
-        assert not head._forward_pre_hooks  # the capture hook is removed after generation
+        assert not thr.model.base_model._forward_hooks  # the capture hook is removed after generation
         assert torch.equal(out["completion_ids"], base["completion_ids"])
         ref = thr.compute_token_hidden_reward(base)  # forward-pass hidden states
         torch.testing.assert_close(thr.last_thr["thr"], ref.thr, rtol=1e-4, atol=1e-4)
@@ -495,18 +589,41 @@ def test_hidden_states_captured_during_generation_match_a_forward_pass(grpo_pair
         thr.args.thr_mode, thr.args.thr_p, thr.args.thr_hidden_states = "off", 0.1, "generation"
 
 
-def test_gradient_given_token_advantages_equals_grpo(grpo_pair):
-    """Conformance 6: the surrogate's gradient equals GRPO's given the same per-token advantages."""
-    grpo, thr = grpo_pair
-    grpo.loss_type = thr.loss_type = "grpo"
-    thr.args.thr_mode, thr.args.thr_p = "reweight", 0.5
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo"])
+def test_gradient_given_token_advantages_equals_hand_written_surrogate(grpo_pair, loss_type):
+    """Conformance 6: the trainer's gradient is that of the on-policy surrogate -sum_t A'_t log pi_t (ratio 1,
+    normalised as the loss type says), written here by hand from a plain forward, with THR's (B, T) advantages as
+    constants: THR reaches the loss unchanged and carries no gradient."""
+    _, thr = grpo_pair
+    thr.loss_type = loss_type
+    thr.args.thr_mode, thr.args.thr_p, thr.args.thr_tau_beta = "reweight", 0.5, 0.5
     try:
         out = _generate(thr)
-        assert out["advantages"].dim() == 2 and not out["advantages"].requires_grad
-        grpo.model.load_state_dict(thr.model.state_dict())
-        _assert_same(out, out, _loss_and_grads(grpo, copy.copy(out)), _loss_and_grads(thr, out))
+        adv = out["advantages"]
+        assert adv.dim() == 2 and not adv.requires_grad
+        assert thr.last_thr["dominant"].any(), "THR changed no token's advantage"
+        loss, grads = _loss_and_grads(thr, out)
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        att = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        mask = out["completion_mask"].float()
+        T = mask.size(1)
+        model = thr.model
+        model.zero_grad(set_to_none=True)
+        logits = model(input_ids=ids, attention_mask=att).logits[:, -T - 1 : -1] / thr.temperature
+        logp = torch.log_softmax(logits.float(), -1).gather(-1, out["completion_ids"].unsqueeze(-1)).squeeze(-1)
+        per_token = -adv.detach() * torch.exp(logp - logp.detach())
+        if loss_type == "dapo":
+            ref = (per_token * mask).sum() / mask.sum()
+        else:  # grpo: mean over each sequence's tokens, then over sequences
+            ref = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+        ref.backward()
+        torch.testing.assert_close(loss, ref.detach(), rtol=1e-5, atol=1e-7)
+        for name, param in model.named_parameters():
+            torch.testing.assert_close(grads[name], param.grad, rtol=1e-4, atol=1e-7, msg=name)
+        model.zero_grad(set_to_none=True)
     finally:
-        thr.args.thr_mode, thr.args.thr_p = "off", 0.1
+        thr.loss_type = "dapo"
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_tau_beta = "off", 0.1, 1.0
 
 
 @pytest.mark.parametrize("level", ["token", "sequence"])
@@ -646,3 +763,444 @@ def test_plain_grpo_config_is_rejected(tmp_path):
     model, tok = tiny_llama()
     with pytest.raises(TypeError, match="THRGRPOConfig"):
         THRGRPOTrainer(model=model, reward_funcs=_reward, args=_args(tmp_path, GRPOConfig), processing_class=tok)
+
+
+# ================================================================ pi_old from the model's own forward (issue 12.1)
+_TINY = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    vocab_size=96,
+    max_position_embeddings=64,
+)
+_MOE = dict(num_experts=4, num_local_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
+# every decoder family of the installed transformers whose ForCausalLM.forward changes the logits after the backbone
+# (found by `_logit_changing_families` below), with a tiny config and a rescaling far from the identity
+LOGIT_FAMILIES = {
+    "beam": dict(final_logit_softcapping=0.3, **_MOE, n_group=1, topk_group=1),
+    "cohere": dict(logit_scale=4.0),
+    "cohere2": dict(logit_scale=4.0),
+    "cohere2_moe": dict(logit_scale=4.0, **_MOE),
+    "cohere_compass_text": dict(
+        logit_scale=4.0, rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    ),
+    "electra": dict(embedding_size=16, is_decoder=True),
+    "falcon_h1": dict(
+        lm_head_multiplier=8.0, mamba_d_ssm=32, mamba_n_heads=4, mamba_d_head=8, mamba_d_state=8, mamba_chunk_size=8
+    ),
+    "gemma2": dict(final_logit_softcapping=0.3),
+    "gemma3_text": dict(final_logit_softcapping=0.3),
+    "gemma3n_text": dict(
+        final_logit_softcapping=0.3,
+        intermediate_size=[64, 64],
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=96,
+        num_kv_shared_layers=0,
+        laurel_rank=4,
+        altup_num_inputs=2,
+        activation_sparsity_pattern=[0.0, 0.0],
+        layer_types=["sliding_attention", "full_attention"],
+    ),
+    "gemma4_text": dict(
+        final_logit_softcapping=0.3,
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=96,
+        layer_types=["sliding_attention", "full_attention"],
+        per_layer_config=None,
+        global_head_dim=8,
+    ),
+    "gemma4_unified_text": dict(
+        final_logit_softcapping=0.3,
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=96,
+        layer_types=["sliding_attention", "full_attention"],
+        per_layer_config=None,
+        global_head_dim=8,
+    ),
+    "granite": dict(logits_scaling=8.0),
+    "granite_swa": dict(logits_scaling=8.0),
+    "granitemoe": dict(logits_scaling=8.0, **_MOE),
+    "granitemoe_swa": dict(logits_scaling=8.0, **_MOE),
+    "granitemoehybrid": dict(
+        logits_scaling=8.0,
+        **_MOE,
+        shared_intermediate_size=16,
+        layer_types=["mamba", "attention"],
+        mamba_n_heads=4,
+        mamba_d_head=16,
+        mamba_d_state=8,
+        mamba_chunk_size=8,
+    ),
+    "granitemoeshared": dict(logits_scaling=8.0, **_MOE, shared_intermediate_size=16),
+    "hyperclovax": dict(logits_scaling=8.0),
+    "inkling2_loop_text": dict(final_logit_softcapping=0.3, unpadded_vocab_size=90),
+    "inkling2_text": dict(final_logit_softcapping=0.3, unpadded_vocab_size=90),
+    "inkling_text": dict(
+        logits_mup_width_multiplier=0.125,
+        unpadded_vocab_size=90,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        moe_intermediate_size=16,
+        layer_types=["hybrid_sliding", "hybrid"],
+        mlp_layer_types=["dense", "sparse"],
+        swa_num_attention_heads=4,
+        swa_num_key_value_heads=2,
+        swa_head_dim=8,
+    ),
+    "minicpm3": dict(
+        dim_model_base=4, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=8
+    ),
+    "modernbert-decoder": dict(pad_token_id=0, cls_token_id=1, sep_token_id=2, bos_token_id=1, eos_token_id=2),
+    "nanochat": dict(final_logit_softcapping=0.3),
+    "recurrent_gemma": dict(logits_soft_cap=0.3, block_types=["recurrent", "attention"], lru_width=32),
+    "vaultgemma": dict(final_logit_softcapping=0.3),
+    "xlstm": dict(output_logit_soft_cap=0.3, embedding_dim=32, num_heads=2, chunk_size=8),
+}
+# drafter heads that need the target model's key/value states: not a GRPO policy on their own
+LOGIT_FAMILIES_EXCLUDED = {"gemma4_assistant", "gemma4_unified_assistant"}
+
+_STANDARD_LINES = [
+    r"hidden_states = (outputs|\w+_outputs)(\.last_hidden_state|\[0\])",
+    r"hidden_states = slice_logits_to_keep\((hidden_states|outputs\.last_hidden_state), logits_to_keep\)",
+    (
+        r"logits = self\.lm_head\(hidden_states(\[:, slice_indices, :\])?(\.to\([^()]*(\([^()]*\))?[^()]*\))?\)"
+        r"(\.float\(\)|\.contiguous\(\))?"
+    ),
+]
+
+
+def _logit_changing_families() -> dict:
+    """model_type -> the lines of its ForCausalLM.forward that assign logits / hidden states in a non-standard way
+    between the backbone call and the loss (scaling, softcapping, vocabulary slicing, extra head layers).
+
+    Reads the modeling files as text (importing ~200 modeling modules would take ~20 s)."""
+    import re
+    from pathlib import Path
+
+    import transformers
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    root = Path(transformers.__file__).parent / "models"
+    assign = re.compile(r"^\s*(logits|hidden_states)\b[^=]*?(?<![=!<>])=(?!=)")
+    found = {}
+    for model_type, class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        if not class_name.endswith("ForCausalLM"):
+            continue
+        folder = root / model_type_to_module_name(model_type)
+        src = None
+        for path in sorted(folder.glob("modeling_*.py")):
+            text = path.read_text(encoding="utf-8")
+            head = re.search(rf"\nclass {class_name}\(", text)
+            if head is not None:
+                end = re.search(r"\n(class |def |@)\S", text[head.end() :])
+                body = text[head.end() : head.end() + (end.start() if end else len(text))]
+                forward = body.find("    def forward(")
+                src = body[forward:] if forward >= 0 else None
+                break
+        if src is None:
+            continue
+        start = re.search(r"outputs\s*(:\s*\w+)?\s*=\s*self\.\w+\(", src)
+        if "lm_head(" not in src or start is None:
+            continue
+        stop = re.search(r"\n\s*(loss = None|return )", src[start.end() :])
+        segment = src[start.end() : start.end() + (stop.start() if stop else len(src))]
+        odd = [
+            line.strip()
+            for line in segment.splitlines()
+            if assign.match(line) and not any(re.fullmatch(p, line.split("  #")[0].strip()) for p in _STANDARD_LINES)
+        ]
+        if odd:
+            found[model_type] = odd
+    return found
+
+
+def test_every_logit_changing_decoder_family_is_tested():
+    found = _logit_changing_families()
+    assert {"granite", "minicpm3", "falcon_h1", "cohere", "gemma2", "gemma3_text"} <= set(found)  # the scan works
+    missing = set(found) - set(LOGIT_FAMILIES) - LOGIT_FAMILIES_EXCLUDED
+    assert not missing, {k: found[k] for k in missing}
+
+
+def _tiny_family_model(model_type):
+    import transformers
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = AutoConfig.for_model(model_type, **{**_TINY, **LOGIT_FAMILIES[model_type]})
+    torch.manual_seed(0)
+    return getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])(config).eval()
+
+
+@pytest.mark.parametrize("model_type", sorted(LOGIT_FAMILIES))
+def test_old_policy_probs_equal_softmax_of_the_model_logits(model_type):
+    """THR's pi_old = softmax(model(...).logits / T), for every family that rescales / softcaps / slices logits."""
+    from hfx.trainers.thr.policy import backbone_of, old_policy_probs
+
+    model = _tiny_family_model(model_type)
+    ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ref = torch.softmax(model(input_ids=ids, use_cache=False).logits.float() / 0.7, dim=-1)
+        hidden = backbone_of(model)(input_ids=ids, use_cache=False).last_hidden_state
+        try:  # the plain head on the backbone output (what THR used before), where that is even defined
+            naive = torch.softmax(model.get_output_embeddings()(hidden).float()[..., : ref.size(-1)] / 0.7, dim=-1)
+        except RuntimeError:  # e.g. Electra projects the hidden states before its head
+            naive = None
+    torch.testing.assert_close(old_policy_probs(model, hidden, None, temperature=0.7), ref, rtol=1e-5, atol=1e-6)
+    subset = torch.tensor([3, 17, 40, 89])
+    sliced = old_policy_probs(model, hidden, subset, temperature=0.7)
+    torch.testing.assert_close(sliced, ref[..., subset], rtol=1e-5, atol=1e-6)
+    assert naive is None or (naive - ref).abs().max() > 1e-3  # the family really changes its logits after the head
+
+
+def test_trainer_thr_on_granite_uses_the_scaled_logits(tmp_path):
+    """Issue 12 item 1: Granite divides its logits by `logits_scaling`; THR's pi_old must too (the old code used
+    lm_head(h) and got probabilities off by up to 0.97). Checked against THR from scratch at T = 0.7."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    from hfx.testing import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    config = GraniteConfig(
+        **{**_TINY, "vocab_size": len(tok)},
+        logits_scaling=8.0,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = GraniteForCausalLM(config)
+    trainer = _trainer(tmp_path, model=model, thr_mode="off")
+    base = _generate(trainer)
+    trainer.args.thr_mode, trainer.args.thr_p, trainer.args.thr_hidden_states = "reweight", 0.5, "forward"
+    res = trainer.compute_token_hidden_reward(base)
+    ref = _reference_thr(trainer.model, base, 0.7)
+    assert ref.abs().sum() > 0
+    torch.testing.assert_close(res.thr.double(), ref, rtol=1e-4, atol=1e-6)
+
+
+# ====================================================================== tool masks, refusals, rollouts (12.4, 12.5)
+def test_tool_output_tokens_are_masked_out_of_thr(grpo_pair):
+    """Tokens with tool_mask = 0 (tool outputs) never enter M+, carry THR 0, are never dominant, and change the
+    other tokens' THR exactly as masking them would."""
+    _, thr = grpo_pair
+    thr.args.thr_mode = "off"
+    base = _generate(thr)
+    tool_mask = torch.ones_like(base["completion_mask"])
+    tool_mask[0, 2:5] = 0  # a correct response's tool output
+    tool_mask[1, 1:3] = 0  # an incorrect one's
+    try:
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_tau_beta = "reweight", 0.5, 0.5
+        plain = thr.compute_token_hidden_reward(base)
+        res = thr.compute_token_hidden_reward({**base, "tool_mask": tool_mask})
+        masked = base["completion_mask"] * tool_mask
+        assert (res.thr[tool_mask == 0] == 0).all() and not res.dominant[tool_mask == 0].any()
+        ref = _reference_thr(thr.model, base, thr.temperature, mask=masked)
+        torch.testing.assert_close(res.thr.double(), ref * masked, rtol=1e-4, atol=1e-6)
+        assert not torch.allclose(res.thr[:4], plain.thr[:4])  # the tool tokens mattered
+    finally:
+        thr.args.thr_mode, thr.args.thr_p, thr.args.thr_tau_beta = "off", 0.1, 1.0
+
+
+def test_multimodal_batches_and_datasets_are_refused(grpo_pair, tmp_path):
+    from datasets import Dataset
+
+    from hfx.trainers.thr import THRGRPOTrainer
+
+    _, thr = grpo_pair
+    thr.args.thr_mode = "off"
+    base = _generate(thr)
+    try:
+        thr.args.thr_mode = "reweight"
+        with pytest.raises(ValueError, match="pixel_values"):
+            thr.compute_token_hidden_reward({**base, "pixel_values": torch.zeros(8, 3, 4, 4)})
+    finally:
+        thr.args.thr_mode = "off"
+    images = Dataset.from_dict({"prompt": ["describe"], "image": [None]})
+    missing = str(tmp_path / "no-such-model")  # refused before the parent would try to load it
+    with pytest.raises(ValueError, match="image"):
+        THRGRPOTrainer(model=missing, reward_funcs=_reward, args=_args(tmp_path), train_dataset=images)
+    with pytest.raises(OSError):  # with THR off the parent goes on and fails to load the model
+        THRGRPOTrainer(model=missing, reward_funcs=_reward, args=_args(tmp_path, thr_mode="off"), train_dataset=images)
+
+
+def test_rollout_func_is_not_captured_and_uses_the_forward_pass(tmp_path, monkeypatch):
+    """A rollout_func (like vLLM and tools) is not one `generate` call: no capture hook during the rollout, and THR
+    comes from the extra forward pass, equal to THR from scratch."""
+    from hfx.testing import tiny_llama
+
+    model, tok = tiny_llama()
+    backbone = model.base_model
+    completions = {PROMPTS[0]: [[50, 60, 70, 2], [60, 61, 2], [50, 80, 90, 91], [70, 2]], PROMPTS[1]: [[9, 2]] * 4}
+    hooks_seen = []
+
+    def rollout(prompts, trainer):
+        hooks_seen.append(len(backbone._forward_hooks))
+        seen = {}
+        out = {"prompt_ids": [], "completion_ids": [], "logprobs": []}
+        for prompt in prompts:
+            k = seen.get(prompt, 0)
+            seen[prompt] = k + 1
+            out["prompt_ids"].append(tok(prompt)["input_ids"])
+            out["completion_ids"].append(completions[prompt][k])
+            out["logprobs"].append([0.0] * len(completions[prompt][k]))
+        return out
+
+    from hfx.trainers.thr import THRGRPOTrainer
+
+    trainer = THRGRPOTrainer(
+        model=model,
+        reward_funcs=_reward,
+        args=_args(tmp_path, thr_mode="reweight", thr_p=0.5),
+        train_dataset=_dataset(),
+        processing_class=tok,
+        rollout_func=rollout,
+    )
+    trainer.model.train()
+    assert not trainer._thr_capture_supported()
+    calls = []
+    original = trainer._thr_hidden_states
+    monkeypatch.setattr(trainer, "_thr_hidden_states", lambda *a, **k: calls.append(1) or original(*a, **k))
+    out = trainer._generate_and_score_completions(_batch())
+    assert hooks_seen == [0] and calls
+    assert out["completion_ids"][0, :4].tolist() == [50, 60, 70, 2]
+    base = {**out, "advantages": trainer.last_thr["advantages"][:, 0] * 0}  # placeholder, replaced below
+    base["advantages"] = torch.tensor(_reward(PROMPTS[:1] * 4 + PROMPTS[1:] * 4, None, None))
+    base["advantages"] = tr.grpo_group_advantages(base["advantages"], 4, unbiased=True, eps=1e-4)
+    ref = _reference_thr(trainer.model, base, trainer.temperature)
+    torch.testing.assert_close(trainer.last_thr["thr"].double(), ref, rtol=1e-4, atol=1e-6)
+    for attr, value in (("use_vllm", True), ("tools", [len]), ("use_transformers_continuous_batching", True)):
+        monkeypatch.setattr(trainer, attr, value)
+        assert not trainer._thr_capture_supported(), attr
+        monkeypatch.undo()
+        monkeypatch.setattr(trainer, "_thr_hidden_states", lambda *a, **k: original(*a, **k))
+
+
+def test_args_without_thr_fields_fall_back_to_the_parent():
+    """Issue 12 item 4: TRL's own tests build trainers with `object.__new__` and plain args; `_generate` must then
+    behave as GRPOTrainer's (it read `self.args.thr_mode` and raised AttributeError)."""
+    from types import SimpleNamespace
+    from unittest.mock import MagicMock
+
+    from hfx.trainers.thr import THRGRPOTrainer
+
+    trainer = object.__new__(THRGRPOTrainer)
+    trainer.accelerator = SimpleNamespace(device=torch.device("cpu"), is_main_process=True, gather=lambda t: t)
+    trainer.args = SimpleNamespace(report_to=[])
+    trainer.model = SimpleNamespace(training=True)
+    trainer.state = SimpleNamespace(global_step=2, num_input_tokens_seen=0)
+    trainer._last_loaded_step = 1
+    trainer.use_vllm = False
+    trainer.use_transformers_continuous_batching = False
+    trainer.processing_class = SimpleNamespace(batch_decode=MagicMock(return_value=["decoded"]))
+    trainer._tokenizer = SimpleNamespace(eos_token_id=2, pad_token_id=0)
+    trainer.eos_token_ids = [2]
+    trainer.tools = None
+    names = ["num_tokens", "completions/mean_length", "completions/min_length", "completions/max_length"]
+    names += ["completions/clipped_ratio", "completions/mean_terminated_length", "completions/min_terminated_length"]
+    names += ["completions/max_terminated_length"]
+    trainer._metrics = {"train": {k: [] for k in names}}
+    trainer.rollout_func = MagicMock(
+        return_value={"prompt_ids": [[1]], "completion_ids": [[2]], "logprobs": [[-0.1]], "env_mask": [[1]]}
+    )
+    result = trainer._generate(["prompt"])
+    assert result[0] == [[1]] and result[1] == [[2]] and result[2] == [[1]]
+    assert trainer._thr_mode == "off"
+
+
+def test_trainer_advantages_follow_the_closed_form(tmp_path):
+    """Spec case 2 on what the trainer computes: G = 4 with one correct response gives +sqrt(3) / -sqrt(1/3) up to
+    TRL's unbiased std (x sqrt(3/4)) and its eps = 1e-4; THR keeps them on non-dominant tokens."""
+
+    def one_correct(prompts, completions, completion_ids, **kwargs):
+        seen, out = {}, []
+        for prompt in prompts:
+            out.append(float(seen.get(prompt, 0) == 0))
+            seen[prompt] = seen.get(prompt, 0) + 1
+        return out
+
+    trainer = _trainer(tmp_path, thr_mode="reweight", thr_p=0.5, thr_tau_beta=2.0)
+    trainer.reward_funcs, trainer.reward_func_names = [one_correct], ["one_correct"]
+    out = _generate(trainer)
+    base = tr.grpo_group_advantages(torch.tensor([1.0, 0, 0, 0] * 2), 4, unbiased=True, eps=1e-4)
+    closed = torch.tensor([math.sqrt(3), -math.sqrt(1 / 3), -math.sqrt(1 / 3), -math.sqrt(1 / 3)] * 2)
+    torch.testing.assert_close(base, closed * math.sqrt(3 / 4), rtol=1e-3, atol=0)
+    dominant = trainer.last_thr["dominant"]
+    adv = out["advantages"].double()
+    expected = base.double()[:, None].expand_as(adv)
+    torch.testing.assert_close(adv[~dominant], expected[~dominant], rtol=1e-6, atol=1e-7)
+    assert (~dominant & out["completion_mask"].bool()).any()
+
+
+def _fixed_rollout_trainer(tmp_path, **overrides):
+    """A trainer whose rollout is a `rollout_func` returning fixed completions (like vLLM: no `generate` call)."""
+    from hfx.testing import tiny_llama
+    from hfx.trainers.thr import THRGRPOTrainer
+
+    model, tok = tiny_llama()
+    completions = {PROMPTS[0]: [[50, 60, 70, 2], [60, 61, 2], [50, 80, 90, 91], [70, 2]], PROMPTS[1]: [[9, 2]] * 4}
+
+    def rollout(prompts, trainer):
+        seen, out = {}, {"prompt_ids": [], "completion_ids": [], "logprobs": []}
+        for prompt in prompts:
+            k = seen.get(prompt, 0)
+            seen[prompt] = k + 1
+            out["prompt_ids"].append(tok(prompt)["input_ids"])
+            out["completion_ids"].append(completions[prompt][k])
+            out["logprobs"].append([0.0] * len(completions[prompt][k]))
+        return out
+
+    args = _args(tmp_path, thr_mode="reweight", thr_p=0.5, **overrides)
+    trainer = THRGRPOTrainer(
+        model=model,
+        reward_funcs=_reward,
+        args=args,
+        train_dataset=_dataset(),
+        processing_class=tok,
+        rollout_func=rollout,
+    )
+    trainer.model.train()
+    return trainer
+
+
+def _response_advantages(trainer):
+    rewards = torch.tensor(_reward(PROMPTS[:1] * 4 + PROMPTS[1:] * 4, None, None))
+    return tr.grpo_group_advantages(rewards, 4, unbiased=True, eps=1e-4)
+
+
+@pytest.mark.parametrize("hidden_states", ["generation", "forward"])
+def test_hidden_states_come_from_trl_old_logprob_forward_when_it_runs(tmp_path, monkeypatch, hidden_states):
+    """Issue 14 item 4: when TRL runs its no-grad old-log-prob forward (here `num_iterations=2`; with vLLM rollouts
+    it always does, for the importance-sampling correction), THR takes its hidden states from that forward: no extra
+    forward pass, the capture hook is gone afterwards, and THR equals THR from scratch (plain forward, explicit sum)."""
+    trainer = _fixed_rollout_trainer(tmp_path, num_iterations=2, thr_hidden_states=hidden_states)
+    monkeypatch.setattr(trainer, "_thr_hidden_states", lambda *a, **k: pytest.fail("extra forward pass ran"))
+    out = trainer._generate_and_score_completions(_batch())
+    assert out.get("old_per_token_logps") is not None  # TRL ran its forward
+    assert trainer.last_thr_hidden_source == "old_logps_forward"
+    assert not trainer.model.base_model._forward_hooks
+    assert trainer._thr_old_forward is None and not trainer._thr_old_forward_armed
+    base = {**out, "advantages": _response_advantages(trainer)}
+    ref = _reference_thr(trainer.model, base, trainer.temperature)
+    assert ref.abs().sum() > 0
+    torch.testing.assert_close(trainer.last_thr["thr"].double(), ref, rtol=1e-4, atol=1e-6)
+
+
+def test_forward_fallback_is_logged_once_not_per_batch(tmp_path, caplog):
+    """Issue 14 item 4: without a TRL old-log-prob forward (`num_iterations=1`) a rollout that is not one `generate`
+    call takes the extra forward pass, and says so once, not at every generation batch."""
+    import logging
+
+    trainer = _fixed_rollout_trainer(tmp_path)
+    with caplog.at_level(logging.INFO, logger="hfx.trainers.thr.trainer"):
+        for _ in range(3):
+            out = trainer._generate_and_score_completions(_batch())
+            assert trainer.last_thr_hidden_source == "forward"
+    assert out.get("old_per_token_logps") is None
+    notes = [r for r in caplog.records if "extra no-grad forward" in r.getMessage()]
+    assert len(notes) == 1, [r.getMessage() for r in caplog.records]
+    assert "not one transformers `generate` call" in notes[0].getMessage()

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
-from .token_rewards import THR_MODES, THR_NORMALIZATIONS
+from .distributed import THR_EXCHANGES
+from .token_rewards import THR_MODES, THR_NORMALIZATIONS, check_mode_normalization
 
 
 @dataclass
@@ -36,19 +37,30 @@ class THRGRPOConfig(GRPOConfig):
             token as dominant.
         thr_normalization (`str`, *optional*, defaults to `"none"`):
             [reconstruction] ``"none"``, ``"positive_length"`` (divide THR by ``sum_{i in P} |y_i|``) or
-            ``"response_length"`` (by ``|y_j|``).
+            ``"response_length"`` (by ``|y_j|``). Only ``"none"`` with ``thr_mode="nthr"`` (the NTHR rule thresholds
+            the unnormalised scores).
         thr_include_self (`bool`, *optional*, defaults to `True`):
             [reconstruction] whether a correct response's own tokens (``i = j`` terms) count in its tokens' scores.
         thr_vocab_subset (`str`, *optional*, defaults to `"group"`):
             ``"group"``: prediction errors restricted to ``V*``, the token ids appearing in the group's completions
             (the paper's efficient form); ``"full"``: the whole vocabulary (exact ``<g, g'>``, more memory).
         thr_hidden_states (`str`, *optional*, defaults to `"generation"`):
-            Where the rollout policy's final hidden states come from. ``"generation"``: captured during the rollout
-            itself by a forward pre-hook on the LM head, registered only while ``_generate`` runs (no extra forward
-            pass; equal to a fresh forward up to KV-cache float rounding); when generation is not one transformers
-            ``generate`` call (vLLM, continuous batching, tools) or the capture does not match the completions, a
-            warning is logged and ``"forward"`` is used. ``"forward"``: one extra no-grad forward pass of prompt +
-            completion through the backbone.
+            Where the rollout policy's final hidden states (the backbone's ``last_hidden_state``) come from.
+            ``"generation"``: captured during the rollout itself by a forward hook on the backbone, registered only
+            while ``_generate`` runs (no extra forward pass; equal to a fresh forward up to KV-cache float rounding);
+            when generation is not one transformers ``generate`` call (vLLM, continuous batching, tools, a
+            ``rollout_func``) or the capture does not match the completions, ``"forward"`` is used (on every process,
+            when one of them cannot use its capture; logged once). ``"forward"``: the training model's no-grad
+            forward of prompt + completion -- the one TRL already runs for the old log-probs when it does (vLLM with
+            ``vllm_importance_sampling_correction=True``, TRL's default; generation not aligned with optimizer steps,
+            e.g. ``num_iterations > 1``), captured by a backbone hook during that call, otherwise one extra pass.
+            Either way ``pi_old`` is computed from these hidden states by the model's own ``forward`` (see
+            :mod:`hfx.trainers.thr.policy`).
+        thr_exchange (`str`, *optional*, defaults to `"auto"`):
+            On several processes, how a GRPO group split across processes is assembled: ``"hidden_states"``
+            (all-gather the correct responses' hidden states), ``"gram"`` (all-gather partial Gram factors ``M+``)
+            or ``"auto"`` (whichever moves fewer bytes at that step). See :mod:`hfx.trainers.thr.distributed`.
+            Unused on one process or when every group is whole on its process.
         thr_log_stats (`bool`, *optional*, defaults to `True`):
             Log ``thr/dominant_frac``, ``thr/abs_mean``, ``thr/positive_frac``, ``thr/negative_frac``,
             ``thr/top_abs_mean``, ``thr/skipped_group_frac`` and keep the last batch's THR on
@@ -57,8 +69,9 @@ class THRGRPOConfig(GRPOConfig):
             How many top-``|THR|`` tokens ``thr/top_abs_mean`` averages over.
 
     Raises:
-        ValueError: if ``thr_mode`` or ``thr_normalization`` or ``thr_vocab_subset`` is not an allowed value,
-            ``thr_p`` is outside ``(-1, 1)``, ``thr_tau_beta < 0`` or ``thr_top_k < 1``.
+        ValueError: if ``thr_mode``, ``thr_normalization``, ``thr_vocab_subset``, ``thr_hidden_states`` or
+            ``thr_exchange`` is not an allowed value, ``thr_p`` is outside ``(-1, 1)``, ``thr_tau_beta < 0``,
+            ``thr_top_k < 1``, or ``thr_mode="nthr"`` is combined with a ``thr_normalization`` other than ``"none"``.
     """
 
     thr_mode: str = field(
@@ -93,6 +106,10 @@ class THRGRPOConfig(GRPOConfig):
         default="generation",
         metadata={"help": "Hidden states from 'generation' (captured during the rollout) or an extra 'forward'."},
     )
+    thr_exchange: str = field(
+        default="auto",
+        metadata={"help": "Split groups on several processes: 'auto', 'hidden_states' or 'gram' (Gram factors)."},
+    )
     thr_log_stats: bool = field(default=True, metadata={"help": "Log THR statistics and keep the last batch's THR."})
     thr_top_k: int = field(default=5, metadata={"help": "Number of top-|THR| tokens averaged in thr/top_abs_mean."})
 
@@ -117,6 +134,9 @@ class THRGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"`thr_hidden_states` must be one of ['generation', 'forward'], but is {self.thr_hidden_states!r}"
             )
+        if self.thr_exchange not in THR_EXCHANGES:
+            raise ValueError(f"`thr_exchange` must be one of {list(THR_EXCHANGES)}, but is {self.thr_exchange!r}")
+        check_mode_normalization(self.thr_mode, self.thr_normalization)
         if not isinstance(self.thr_top_k, int) or self.thr_top_k < 1:
             raise ValueError(f"`thr_top_k` must be a positive integer, but is {self.thr_top_k!r}")
         super().__post_init__()
@@ -132,6 +152,7 @@ class THRGRPOConfig(GRPOConfig):
             "thr_include_self": self.thr_include_self,
             "thr_vocab_subset": self.thr_vocab_subset,
             "thr_hidden_states": self.thr_hidden_states,
+            "thr_exchange": self.thr_exchange,
             "thr_log_stats": self.thr_log_stats,
             "thr_top_k": self.thr_top_k,
         }
