@@ -47,6 +47,10 @@ _LAZY = {
     "LinUCBRouter": "hfx.routing",
     "RandomRouter": "hfx.routing",
     "RoutedRewardModel": "hfx.routing",
+    # memory
+    "MemGAS": "hfx.memory",
+    "MemGASConfig": "hfx.memory",
+    "MemGASRetrieverTool": "hfx.memory",
 }
 _SUBMODULES = {
     "generation",
@@ -54,6 +58,7 @@ _SUBMODULES = {
     "tuners",
     "pipelines",
     "routing",
+    "memory",
     "prunesid",
     "hub",
     "models",

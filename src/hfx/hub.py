@@ -29,6 +29,7 @@ PUBLISHERS: dict[str, str] = {
     "slao": "hfx.tuners.slao.hub:publish",
     "clip-inversion": "hfx.pipelines.clip_inversion.hub:publish",
     "bayesian-router": "hfx.routing.hub:publish",
+    "memgas": "hfx.memory.memgas.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
