@@ -106,11 +106,19 @@ def stage_units(dataset, batch_size: int):
 
 
 # ------------------------------------------------------------------------------------------------------ memories
+QUERY_TIME = ("router", "temperature", "entropy_normalization", "num_seednodes", "use_ppr", "damping", "use_filter")
+_GRAPHS: dict = {}
+
+
 def build_memory(kind: str, row, units, embedder, config_overrides=None):
-    """A memory of one history (MemGAS variants take the cached LLM units; nothing calls an LLM here)."""
+    """A memory of one history; nothing calls an LLM here (MemGAS variants take the cached LLM units).
+
+    MemGAS variants that differ only in query-time settings (router, PPR, filter, temperature, damping, seeds) share
+    one built memory (embeddings + GMM graph); only the config's query-time fields are swapped.
+    """
     from hfx.memory.memgas import BM25Memory, FlatDenseMemory, MemGAS, MemGASConfig
 
-    sessions, ids = row["sessions"], row["session_ids"]
+    sessions, ids = list(row["sessions"]), list(row["session_ids"])
     if kind == "flat_turn":
         memory = FlatDenseMemory("turn", embedder=embedder)
     elif kind == "session_dense":
@@ -120,16 +128,24 @@ def build_memory(kind: str, row, units, embedder, config_overrides=None):
     else:
         ablation = kind.removeprefix("memgas_") if kind != "memgas" else "full"
         cfg = MemGASConfig.for_ablation(ablation, **UNIT_SETTINGS, **(config_overrides or {}))
-        memory = MemGAS(cfg, embedder=embedder)
-        keys = [key_of(session_text(s)) for s in sessions]
-        memory.add_sessions(
-            list(sessions),
-            session_ids=list(ids),
-            summaries=[units[k]["summary"] for k in keys],
-            keywords=[units[k]["keywords"] for k in keys],
-        )
+        build_fields = {k: v for k, v in cfg.to_dict().items() if k not in QUERY_TIME}
+        key = (row["conversation_id"], row["history_length"], json.dumps(build_fields, sort_keys=True))
+        if key not in _GRAPHS:
+            memory = MemGAS(cfg, embedder=embedder)
+            keys = [key_of(session_text(s)) for s in sessions]
+            memory.add_sessions(
+                sessions,
+                session_ids=ids,
+                summaries=[units[k]["summary"] for k in keys],
+                keywords=[units[k]["keywords"] for k in keys],
+            )
+            if len(_GRAPHS) > 64:
+                _GRAPHS.clear()
+            _GRAPHS[key] = memory
+        memory = _GRAPHS[key]
+        memory.config = cfg
         return memory
-    memory.add_sessions(list(sessions), session_ids=list(ids))
+    memory.add_sessions(sessions, session_ids=ids)
     return memory
 
 
@@ -288,11 +304,8 @@ def stage_qa(dataset, units, embedder, params, n_questions: int, seed: int, batc
             t0 = time.perf_counter()
             for conv in sorted({c for c, _ in todo}):
                 row = next(r for r in rows if r["conversation_id"] == conv and r["history_length"] == length)
-                kind = "memgas" if arm == "memgas_no_filter" else arm
-                memory = build_memory(kind, row, units, embedder, params if kind == "memgas" else None)
-                memory._llm = llm
-                if arm == "memgas_no_filter":
-                    memory.config.use_filter = False
+                memory = build_memory(arm, row, units, embedder, params if arm.startswith("memgas") else None)
+                memory._llm = memory._answerer = memory._memory_filter = llm
                 idx = [i for c, i in todo if c == conv]
                 answers = memory.answer_batch([row["qa"][i]["question"] for i in idx])
                 for i, a in zip(idx, answers):

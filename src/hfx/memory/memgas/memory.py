@@ -451,11 +451,12 @@ class MemGAS(
         )
 
     def _embedder_label(self) -> str:
+        """The embedder's Hub id / folder (saved with the memory), or ``"a custom embedder"``."""
         if self.embedder_name:
             return self.embedder_name
-        if self._embedder is None and self._embedder_spec is None:
+        if self._embedder_spec is None:
             return DEFAULT_EMBEDDER_NAME
-        return (self.embedder.name if self._embedder_spec is not None else None) or "a custom embedder"
+        return self.embedder.name or "a custom embedder"
 
     def __repr__(self) -> str:
         return (
