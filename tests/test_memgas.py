@@ -163,6 +163,19 @@ def memory(embedder):
     return build(embedder)
 
 
+def test_import_is_light():
+    code = (
+        "import sys, hfx, hfx.memory, hfx.memory.memgas\n"
+        "from hfx.memory import MemGASConfig\n"
+        "assert 'MemGAS' in dir(hfx) and 'memory' in dir(hfx)\n"
+        "heavy = ('torch', 'sklearn', 'sentence_transformers', 'smolagents', 'rank_bm25', 'transformers')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
 # ----------------------------------------------------------------------------------------------- GMM association
 def test_gmm_links_only_the_high_mean_cluster_on_bimodal_scores():
     rng = np.random.default_rng(0)
