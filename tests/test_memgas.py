@@ -423,6 +423,31 @@ def test_save_load_round_trip_gives_equal_retrieval(memory, embedder, tmp_path):
     assert config["damping"] == 0.1 and config["granularities"] == ["session", "turn", "summary", "keyword"]
 
 
+def test_push_to_hub_uploads_the_saved_folder(shared_memory, monkeypatch):
+    import huggingface_hub.hub_mixin as hub_mixin
+
+    uploaded = {}
+
+    class FakeApi:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, private=None, exist_ok=False):
+            return type("Repo", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, repo_id, folder_path, **kwargs):
+            from pathlib import Path
+
+            uploaded.update({p.name: p.read_bytes() for p in Path(folder_path).iterdir()}, repo_id=repo_id)
+            return "https://huggingface.co/me/mem/commit/0"
+
+    monkeypatch.setattr(hub_mixin, "HfApi", FakeApi)
+    shared_memory.push_to_hub("me/mem")
+    assert uploaded["repo_id"] == "me/mem"
+    assert {"config.json", "memory.json", "embeddings.safetensors", "README.md"} <= set(uploaded)
+    assert b"arxiv:2505.19549" in uploaded["README.md"]
+
+
 def test_input_validation(embedder):
     with pytest.raises(ValueError, match="granularities"):
         MemGASConfig(granularities=("session", "paragraph"))

@@ -223,7 +223,6 @@ class SessionMemory:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"`top_k` must be a positive int, got {top_k!r}")
         scores = self.score_sessions(queries)
-        self._last_scores = scores
         order = torch.argsort(scores, dim=-1, descending=True, stable=True)[:, :top_k]
         out = []
         for row, idx in enumerate(order.tolist()):
