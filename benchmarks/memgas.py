@@ -172,7 +172,9 @@ class CachedEmbedder:
                 return torch.stack([self.cache[t] for t in texts])
 
         self.cache: dict[str, torch.Tensor] = {}
-        self.dim = inner.model.get_sentence_embedding_dimension()
+        from hfx.memory.memgas.components import _st_dimension
+
+        self.dim = _st_dimension(inner.model)
         self.embedder = _Wrapped(batch_size=inner.batch_size, name=inner.name)
 
 

@@ -61,7 +61,7 @@ class SentenceTransformerEmbedder(TextEmbedder):
     def encode(self, texts, show_progress_bar=None):
         texts = self._check(texts)
         if not texts:
-            return torch.zeros(0, self.model.get_sentence_embedding_dimension())
+            return torch.zeros(0, _st_dimension(self.model))
         show = len(texts) > 4 * self.batch_size if show_progress_bar is None else show_progress_bar
         with torch.no_grad():
             out = self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True, show_progress_bar=show)
@@ -153,7 +153,9 @@ def as_embedder(embedder: Any = None, batch_size: int = 32) -> TextEmbedder:
 
         # a sentence-transformers folder / Hub id, or any transformers encoder (sentence-transformers adds mean pooling)
         return SentenceTransformerEmbedder(SentenceTransformer(str(embedder)), batch_size, name=str(embedder))
-    if hasattr(embedder, "encode") and hasattr(embedder, "get_sentence_embedding_dimension"):
+    if hasattr(embedder, "encode") and (
+        hasattr(embedder, "get_embedding_dimension") or hasattr(embedder, "get_sentence_embedding_dimension")
+    ):
         return SentenceTransformerEmbedder(embedder, batch_size, name=_model_name(embedder))
     if isinstance(embedder, tuple) and len(embedder) == 2:
         model, tokenizer = embedder
@@ -166,6 +168,11 @@ def as_embedder(embedder: Any = None, batch_size: int = 32) -> TextEmbedder:
         "`embedder` must be None, a SentenceTransformer, a folder / Hub id, a (model, tokenizer) pair, or a callable "
         f"list[str] -> (n, d); got {type(embedder).__name__}"
     )
+
+
+def _st_dimension(model) -> int:
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(getter())
 
 
 def _is_transformers_model(obj) -> bool:
