@@ -293,7 +293,7 @@ def summarise_retrieval(done, lengths):
 QA_ARMS = ["memgas", "memgas_no_filter", "flat_turn", "bm25"]
 
 
-def stage_qa(dataset, units, embedder, params, n_questions: int, seed: int, batch_size: int):
+def stage_qa(dataset, units, embedder, params, n_questions: int, seed: int, batch_size: int, qa_lengths=None):
     from hfx.memory.memgas.components import as_chat_callable
     from hfx.memory.memgas.metrics import answer_matches
 
@@ -305,6 +305,8 @@ def stage_qa(dataset, units, embedder, params, n_questions: int, seed: int, batc
     pick = sorted(all_q[j] for j in rng.choice(len(all_q), size=min(n_questions, len(all_q)), replace=False))
     llm = as_chat_callable(None, batch_size=batch_size)
     for length in sorted({r["history_length"] for r in rows}):
+        if qa_lengths and length not in qa_lengths:
+            continue
         for arm in QA_ARMS:
             todo = [(c, i) for c, i in pick if f"{arm}|{c}|{i}|{length}" not in done]
             if not todo:
@@ -490,6 +492,13 @@ def main(argv=None):
     parser.add_argument("--conversations", type=int, default=8)
     parser.add_argument("--dev-conversations", type=int, default=2)
     parser.add_argument("--qa-questions", type=int, default=16, help="test questions answered per history length")
+    parser.add_argument(
+        "--qa-history-lengths",
+        type=int,
+        nargs="+",
+        default=None,
+        help="history lengths the QA stage answers at (default: all; the LLM answering is the slow part on a CPU)",
+    )
     parser.add_argument("--llm-batch-size", type=int, default=8)
     parser.add_argument("--cost-repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -530,7 +539,16 @@ def main(argv=None):
         save_json(RESULTS, results)
     if "qa" in stages:
         t0 = time.perf_counter()
-        done, pick = stage_qa(dataset, units, embedder, params, args.qa_questions, args.seed, args.llm_batch_size)
+        done, pick = stage_qa(
+            dataset,
+            units,
+            embedder,
+            params,
+            args.qa_questions,
+            args.seed,
+            args.llm_batch_size,
+            args.qa_history_lengths,
+        )
         walls["qa"] = time.perf_counter() - t0
         results["qa"] = summarise_qa(done, pick, lengths)
         save_json(RESULTS, results)
@@ -556,6 +574,7 @@ def main(argv=None):
                 "dev_conversations": args.dev_conversations,
                 "test_questions_per_length": n_test_q,
                 "qa_questions_per_length": args.qa_questions,
+                "qa_history_lengths": args.qa_history_lengths or lengths,
                 "embedder": "sentence-transformers/all-MiniLM-L6-v2 (offline)",
                 "llm": "HuggingFaceTB/SmolLM2-135M-Instruct (embedded, greedy)",
                 "unit_settings": UNIT_SETTINGS,
