@@ -107,7 +107,8 @@ def test_import_hfx_does_not_load_heavy_optional_libraries():
     result = _run_python(
         """
         import sys, hfx
-        heavy = [m for m in ("trl", "peft", "diffusers", "datasets", "matplotlib") if m in sys.modules]
+        heavy = [m for m in ("trl", "peft", "diffusers", "datasets", "matplotlib", "sklearn", "sentence_transformers",
+                             "smolagents", "rank_bm25") if m in sys.modules]
         print(",".join(heavy))
         """
     )

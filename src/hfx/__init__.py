@@ -52,6 +52,10 @@ _LAZY = {
     "RoutedRewardModel": "hfx.routing",
     # optimizers (torch.optim)
     "Celo2": "hfx.optim",
+    # memory
+    "MemGAS": "hfx.memory",
+    "MemGASConfig": "hfx.memory",
+    "MemGASRetrieverTool": "hfx.memory",
 }
 _SUBMODULES = {
     "generation",
@@ -60,6 +64,7 @@ _SUBMODULES = {
     "pipelines",
     "routing",
     "optim",
+    "memory",
     "prunesid",
     "hub",
     "models",

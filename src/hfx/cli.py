@@ -8,6 +8,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx publish NAME --out DIR [--push REPO_ID]
     hfx prune IMAGE --num-tokens 64 [--model ...]
     hfx synthesize "a red apple on a table" --steps 400 --out apple.png [--model ...]
+    hfx memory add DIR SESSION.json [--no-llm]   |   hfx memory ask DIR "QUESTION" [--top-k 3] [--answer]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COMMANDS = {
     "prune": "hfx.commands.prune",
     "synthesize": "hfx.commands.synthesize",
     "ssm-theory": "hfx.commands.ssm_theory",
+    "memory": "hfx.commands.memory",
 }
 
 

@@ -32,6 +32,7 @@ PUBLISHERS: dict[str, str] = {
     "celo2": "hfx.optim.celo2.hub:publish",
     "tail-data": "hfx.data.tail.hub:publish",
     "selective-ssm-theory": "hfx.models.selective_ssm.hub:publish",
+    "memgas": "hfx.memory.memgas.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
