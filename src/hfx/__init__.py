@@ -52,6 +52,9 @@ _LAZY = {
     "RoutedRewardModel": "hfx.routing",
     # optimizers (torch.optim)
     "Celo2": "hfx.optim",
+    # federated (Flower)
+    "DevFTConfig": "hfx.federated",
+    "run_devft": "hfx.federated",
 }
 _SUBMODULES = {
     "generation",
@@ -60,6 +63,7 @@ _SUBMODULES = {
     "pipelines",
     "routing",
     "optim",
+    "federated",
     "prunesid",
     "hub",
     "models",

@@ -30,6 +30,7 @@ PUBLISHERS: dict[str, str] = {
     "clip-inversion": "hfx.pipelines.clip_inversion.hub:publish",
     "bayesian-router": "hfx.routing.hub:publish",
     "celo2": "hfx.optim.celo2.hub:publish",
+    "devft": "hfx.federated.devft.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
