@@ -138,6 +138,14 @@ def test_spectral_grouping_recovers_blocks_and_is_deterministic(base8):
     runs = [spectral_grouping(sim, 3, seed=7) for _ in range(2)]
     assert runs[0] == runs[1]
     assert sorted(i for g in runs[0] for i in g) == list(range(8)) and len(runs[0]) == 3
+    # an ambiguous graph (uniform noise, 24 layers, 6 groups) has many k-means optima: the same seed must give the same
+    # groups on every call, and the seed must matter (so it is really k-means' random_state, not a constant)
+    noise = torch.rand(24, 24, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    noise = (noise + noise.T) / 2
+    noise.fill_diagonal_(1.0)
+    by_seed = [[spectral_grouping(noise, 6, seed=seed) for _ in range(3)] for seed in range(4)]
+    assert all(calls[0] == calls[1] == calls[2] for calls in by_seed)
+    assert len({str(calls[0]) for calls in by_seed}) > 1
     assert spectral_grouping(sim, 8) == [[i] for i in range(8)] and spectral_grouping(sim, 1) == [list(range(8))]
     with pytest.raises(ValueError, match="`num_groups` must be an integer in"):
         spectral_grouping(sim, 9)
