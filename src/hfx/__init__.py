@@ -56,6 +56,9 @@ _LAZY = {
     "MemGAS": "hfx.memory",
     "MemGASConfig": "hfx.memory",
     "MemGASRetrieverTool": "hfx.memory",
+    # federated (Flower)
+    "DevFTConfig": "hfx.federated",
+    "run_devft": "hfx.federated",
 }
 _SUBMODULES = {
     "generation",
@@ -65,6 +68,7 @@ _SUBMODULES = {
     "routing",
     "optim",
     "memory",
+    "federated",
     "prunesid",
     "hub",
     "models",

@@ -33,6 +33,7 @@ PUBLISHERS: dict[str, str] = {
     "tail-data": "hfx.data.tail.hub:publish",
     "selective-ssm-theory": "hfx.models.selective_ssm.hub:publish",
     "memgas": "hfx.memory.memgas.hub:publish",
+    "devft": "hfx.federated.devft.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
