@@ -424,7 +424,7 @@ def test_save_load_round_trip_gives_equal_retrieval(memory, embedder, tmp_path):
 
 
 def test_push_to_hub_uploads_the_saved_folder(shared_memory, monkeypatch):
-    import huggingface_hub.hub_mixin as hub_mixin
+    from huggingface_hub import hub_mixin
 
     uploaded = {}
 
