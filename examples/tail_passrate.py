@@ -93,7 +93,9 @@ def main(argv=None) -> int:
         )
     out = {
         "metric": "pass rate and fraction of prompts with 1-7 of 8 samples right (mixed GRPO groups), lenient reward",
-        "value": {config: {k: r["lenient"][k] for k in ("pass_rate", "mixed_groups")} for config, r in results.items()},
+        "value": {
+            config: {k: r["lenient"][k] for k in ("pass_rate", "mixed_groups")} for config, r in results.items()
+        },
         "goal": "tasks where the model is neither at floor nor at ceiling (mixed groups) for GRPO/THR evidence",
         "model": args.model or "embedded SmolLM2-135M-Instruct",
         "format": args.format,
