@@ -1,0 +1,96 @@
+"""Prompts of the search agent, the budget-forcing turn and the verifier agent.
+
+Their *structure* follows the authors' code (hkust-nlp/deepsearch-tts, ``scripts/deep_search.py``), reworded and
+shortened for small local models:
+
+* solver: a search assistant told its tool budget ("at most N tool calls") that ends with a final answer;
+* budget forcing: a user turn granting N more tool calls and encouraging other search paths;
+* verifier: its only task is to check a predicted answer, not to answer; it lists the conditions the question
+  imposes, checks each against the documents, and reports score = satisfied conditions / all conditions in [0, 1].
+
+smolagents' ``ToolCallingAgent`` prompt templates are used for everything else (its default YAML), so any smolagents
+model class works with them; only ``system_prompt`` is replaced.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+
+import yaml
+
+
+SOLVER_SYSTEM_PROMPT = """You are a search assistant. You answer the user's question by searching a document collection.
+Write exactly one action per turn as JSON, then stop and wait for the observation.
+Tools:
+{%- for tool in tools.values() %}
+- {{ tool.name }}: {{ tool.description }}
+{%- endfor %}
+Example:
+Question: What is the capital of the country where the river Ostra rises?
+Action: {"name": "search", "arguments": {"query": "river Ostra rises"}}
+Observation: [1] Ostra: The Ostra is a river that rises in the mountains of Velmar.
+Action: {"name": "search", "arguments": {"query": "Velmar capital"}}
+Observation: [1] Velmar: Velmar is a small country. Its capital is Dunholt.
+Action: {"name": "final_answer", "arguments": {"answer": "Dunholt"}}
+{%- if custom_instructions %}
+{{ custom_instructions }}
+{%- endif %}"""
+
+VERIFIER_SYSTEM_PROMPT = """You are a fact-checking assistant with a document collection. Your only task is to verify a \
+predicted answer to a question, not to answer the question yourself.
+1. List the conditions that the question requires of a correct answer.
+2. Check each condition for the predicted answer with the tools.
+3. Score = (conditions confirmed by the documents) / (all conditions), a number between 0 and 1 (0 if there is no \
+clear predicted answer).
+Write exactly one action per turn as JSON, then stop and wait for the observation.
+Tools:
+{%- for tool in tools.values() %}
+- {{ tool.name }}: {{ tool.description }}
+{%- endfor %}
+Example:
+Question: What is the capital of the country where the river Ostra rises? Predicted answer: Dunholt
+Action: {"name": "search", "arguments": {"query": "Dunholt capital Velmar Ostra"}}
+Observation: [1] Velmar: Velmar is a small country. Its capital is Dunholt. The river Ostra rises in Velmar.
+Action: {"name": "final_answer", "arguments": {"answer": "1.0"}}
+{%- if custom_instructions %}
+{{ custom_instructions }}
+{%- endif %}"""
+
+TEXT_ACTION_SOLVER_PROMPT = """You answer questions with a document collection. Write one action per turn.
+To search, write: search: <keywords>
+To read a page, write: browse: <page title>
+To answer, write: answer: <the answer>
+Example:
+Question: In which year was the Danish painter of harbour scenes born?
+Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
+answer: 1811
+{%- if custom_instructions %}
+{{ custom_instructions }}
+{%- endif %}"""
+
+TEXT_ACTION_VERIFIER_PROMPT = """You check whether a predicted answer to a question is correct, using a document collection. Do not answer the question yourself. Write one action per turn.
+To search, write: search: <keywords>
+To give your verdict, write: answer: <score>, where score is 1 if the documents confirm the predicted answer and 0 if they do not.
+Example:
+Question: In which year was the Danish painter of harbour scenes born? Predicted answer: 1811
+Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
+answer: 1
+{%- if custom_instructions %}
+{{ custom_instructions }}
+{%- endif %}"""
+
+SOLVER_INSTRUCTIONS = "You may call search and browse at most {budget} times in total, then give the final answer."
+VERIFIER_INSTRUCTIONS = "You may call search and browse at most {budget} times in total, then give the score."
+VERIFIER_TASK = "Question: {question}\nPredicted answer: {answer}"
+BUDGET_FORCING_PROMPT = (
+    "Do not stop yet. You may use the tools up to {extra} more times to check or improve your answer; trying "
+    "other searches or another solution path is encouraged. Then give your final answer again."
+)
+
+
+def prompt_templates(system_prompt: str) -> dict:
+    """smolagents' ``ToolCallingAgent`` templates with ``system_prompt`` replaced."""
+    text = importlib.resources.files("smolagents.prompts").joinpath("toolcalling_agent.yaml").read_text()
+    templates = yaml.safe_load(text)
+    templates["system_prompt"] = system_prompt
+    return templates
