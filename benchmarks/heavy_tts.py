@@ -360,7 +360,10 @@ def write_results(rows, args, command, started, final=False):
             f"heavy_{chosen}@{k}-majority@{k}": paired(arms, f"heavy_{chosen}@{k}", f"majority@{k}") for k in args.ks
         }
         result["paired"].update(
-            {f"budget_forcing_{r}-solve": paired(arms, f"budget_forcing_{r}", "solve") for r in range(1, args.rounds + 1)}
+            {
+                f"budget_forcing_{r}-solve": paired(arms, f"budget_forcing_{r}", "solve")
+                for r in range(1, args.rounds + 1)
+            }
         )
         result["value"] = result["paired"][f"heavy_{chosen}@{k_max}-majority@{k_max}"]["difference"]
         n_steps = [c["tool_calls"] for r in rows["test"] for c in r["cost0"]]

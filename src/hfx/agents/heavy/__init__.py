@@ -50,6 +50,6 @@ _LAZY = {
     "grade": ".questions",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605
 
 __getattr__, __dir__ = attach(__name__, _LAZY, __all__)

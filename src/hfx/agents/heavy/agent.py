@@ -170,7 +170,10 @@ def solve_budget_forcing(
     answer, fallback, answers, round_costs = None, None, [], []
     for r in range(rounds + 1):
         if r == 0:
-            task, steps = with_initial_search(question, question, tools, budget) if initial_search else question, max_steps
+            task, steps = (
+                with_initial_search(question, question, tools, budget) if initial_search else question,
+                max_steps,
+            )
         else:
             budget.grant(extra_budget)
             task, steps = forcing_prompt.format(extra=extra_budget), extra_budget + DEFAULT_STEP_SLACK

@@ -25,7 +25,7 @@ from smolagents.models import (
     ChatMessageToolCall,
     ChatMessageToolCallFunction,
     MessageRole,
-     Model,
+    Model,
     TokenUsage,
     remove_content_after_stop_sequences,
 )
@@ -132,7 +132,12 @@ class BatchedTransformersModel(TransformersModel):
         if response_format is not None:
             raise ValueError("`response_format` is not supported by BatchedTransformersModel (as TransformersModel).")
         request = _Request(
-            {"messages": messages, "stop_sequences": stop_sequences, "tools_to_call_from": tools_to_call_from, **kwargs}
+            {
+                "messages": messages,
+                "stop_sequences": stop_sequences,
+                "tools_to_call_from": tools_to_call_from,
+                **kwargs,
+            }
         )
         with self._cond:
             self._pending.append(request)
@@ -197,7 +202,7 @@ class BatchedTransformersModel(TransformersModel):
                     raw={"out": text, "batch_size": len(prompts)},
                     token_usage=TokenUsage(input_tokens=len(prompts[i]), output_tokens=int(generated.shape[0])),
                 )
-        except Exception as err:  # every waiting caller gets the error
+        except Exception as err:  # noqa: BLE001 -- every waiting caller gets the error
             for request in batch:
                 request.error = err
         finally:
@@ -230,7 +235,9 @@ class _FinishRecorder(StoppingCriteria):
         return done
 
 
-_TEXT_ACTION = re.compile(r"^\s*(?:action\s*:\s*)?(search|browse|answer|final answer)\s*[:=]\s*(.+?)\s*$", re.I | re.M)
+_TEXT_ACTION = re.compile(
+    r"^\s*(?:action\s*:\s*)?(search|browse|answer|final answer)\s*[:=]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE
+)
 
 
 def parse_text_action(text: str):
@@ -247,7 +254,9 @@ def parse_text_action(text: str):
         return None
     name, key = {"search": ("search", "query"), "browse": ("browse", "title")}.get(verb, ("final_answer", "answer"))
     return ChatMessageToolCall(
-        id=str(uuid.uuid4()), type="function", function=ChatMessageToolCallFunction(name=name, arguments={key: argument})
+        id=str(uuid.uuid4()),
+        type="function",
+        function=ChatMessageToolCallFunction(name=name, arguments={key: argument}),
     )
 
 

@@ -75,7 +75,7 @@ class HeavyConfig:
 
     def __post_init__(self):
         if isinstance(self.num_trajectories, bool) or not isinstance(self.num_trajectories, int):
-            raise ValueError(f"`num_trajectories` must be an integer >= 1, but is {self.num_trajectories!r}")
+            raise TypeError(f"`num_trajectories` must be an integer >= 1, but is {self.num_trajectories!r}")
         if self.num_trajectories < 1:
             raise ValueError(f"`num_trajectories` must be an integer >= 1, but is {self.num_trajectories!r}")
         _check_budget(self.solver_tool_budget, "solver_tool_budget")
@@ -88,7 +88,9 @@ class HeavyConfig:
         if self.tie_break not in TIE_BREAKS:
             raise ValueError(f"`tie_break` must be one of {TIE_BREAKS}, but is {self.tie_break!r}")
         if self.verifier_context not in VERIFIER_CONTEXTS:
-            raise ValueError(f"`verifier_context` must be one of {VERIFIER_CONTEXTS}, but is {self.verifier_context!r}")
+            raise ValueError(
+                f"`verifier_context` must be one of {VERIFIER_CONTEXTS}, but is {self.verifier_context!r}"
+            )
         if self.concurrency not in CONCURRENCY:
             raise ValueError(f"`concurrency` must be one of {CONCURRENCY}, but is {self.concurrency!r}")
         if not 0.0 <= self.unparsable_score <= 1.0:

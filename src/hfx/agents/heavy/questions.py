@@ -28,7 +28,11 @@ from pathlib import Path
 
 
 _YEAR = r"(1[5-9]\d\d|20[0-2]\d)"
-_PERSON = re.compile(r"^(?P<name>[^()]+?)\s*\((?:[^()]*?)\b" + _YEAR + r"\b[^()]*\)\s+(?:is|was)\s+(?:an?|the)\s+(?P<desc>[^.]+?)\.(?:\s|$)")
+_PERSON = re.compile(
+    r"^(?P<name>[^()]+?)\s*\((?:[^()]*?)\b"
+    + _YEAR
+    + r"\b[^()]*\)\s+(?:is|was)\s+(?:an?|the)\s+(?P<desc>[^.]+?)\.(?:\s|$)"
+)
 _WORK = re.compile(r"^(?P<name>.+?)\s+(?:is|was)\s+(?:an?|the)\s+" + _YEAR + r"\s+(?P<desc>[^.]+?)\.(?:\s|$)")
 PERSON_LABELS = ("Athlete", "Artist", "Office Holder")
 WORK_LABELS = ("Album", "Film", "Written Work")
@@ -105,8 +109,10 @@ def _question_for(page: dict) -> Question | None:
         template = "In which year was the {desc} born?"
     elif label in WORK_LABELS:
         m = _WORK.match(text)
-        template = "In which year was the {desc} released?" if label != "Written Work" else (
-            "In which year was the {desc} published?"
+        template = (
+            "In which year was the {desc} released?"
+            if label != "Written Work"
+            else ("In which year was the {desc} published?")
         )
     else:
         return None

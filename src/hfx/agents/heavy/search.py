@@ -100,7 +100,9 @@ class LocalCorpus:
 
                 from hfx.models import default_sentence_encoder_path
 
-                self._encoder = SentenceTransformer(str(self._encoder or default_sentence_encoder_path()), device="cpu")
+                self._encoder = SentenceTransformer(
+                    str(self._encoder or default_sentence_encoder_path()), device="cpu"
+                )
             texts = [f"{d.title}. {d.text}" for d in self.documents]
             self._embeddings = self._encoder.encode(texts, normalize_embeddings=True, convert_to_tensor=True)
         q = self._encoder.encode([query], normalize_embeddings=True, convert_to_tensor=True)
@@ -117,8 +119,9 @@ class LocalCorpus:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
-            for d in self.documents:
-                f.write(json.dumps({"title": d.title, "text": d.text}, ensure_ascii=False) + "\n")
+            f.writelines(
+                json.dumps({"title": d.title, "text": d.text}, ensure_ascii=False) + "\n" for d in self.documents
+            )
         return path
 
 
@@ -133,7 +136,7 @@ class SearchTool(Tool):
 
     name = "search"
     description = "Searches the document collection. Returns the titles of the best matching pages with a snippet."
-    inputs = {"query": {"type": "string", "description": "keywords to search for"}}
+    inputs = {"query": {"type": "string", "description": "keywords to search for"}}  # noqa: RUF012 (smolagents API)
     output_type = "string"
 
     def __init__(self, corpus: LocalCorpus, top_k: int = 3, snippet_chars: int = 160):
@@ -165,7 +168,7 @@ class BrowseTool(Tool):
 
     name = "browse"
     description = "Returns the full text of the page with the given title (a title returned by search)."
-    inputs = {"title": {"type": "string", "description": "the page title"}}
+    inputs = {"title": {"type": "string", "description": "the page title"}}  # noqa: RUF012 (smolagents API)
     output_type = "string"
 
     def __init__(self, corpus: LocalCorpus, max_chars: int = 1200):

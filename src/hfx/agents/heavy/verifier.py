@@ -113,7 +113,9 @@ def verify(
     result = agent.run(task, return_full_result=True)
     raw = "" if result.output is None else str(result.output)
     score = parse_score(raw) if _gave_final_answer(agent) or raw else None
-    return Verification(answer=answer, score=score, raw=raw, cost=agent_cost(agent, budget, time.perf_counter() - start))
+    return Verification(
+        answer=answer, score=score, raw=raw, cost=agent_cost(agent, budget, time.perf_counter() - start)
+    )
 
 
 def _clip(value: float) -> float:
