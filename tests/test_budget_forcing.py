@@ -60,13 +60,19 @@ def test_multi_token_delimiter_is_masked_out_of_the_cache(lm):
     plain = model.generate(**enc, max_new_tokens=12, do_sample=False)[0, P:]
     delim = plain[3:5].tolist()  # two tokens the model emits in a row
     out = model.generate(**enc, max_new_tokens=12, do_sample=False, custom_generate=hfx.budget_forcing,
-                         think_end=delim, num_extra_rounds=1, continuation=[7], return_dict_in_generate=True)  # fmt: skip
+                         think_end=delim, num_extra_rounds=1, continuation=[7], return_dict_in_generate=True,
+                         output_logits=True)  # fmt: skip
     seq = out.sequences[0, P:]
     pad = model.generation_config.pad_token_id if model.generation_config.pad_token_id is not None else 0
     assert seq[:3].tolist() == plain[:3].tolist() and int(seq[3]) == pad and int(seq[4]) == 7
     # the model continues as if it had written thought (without the delimiter) + continuation
-    ref = _greedy(model, torch.cat([enc["input_ids"][0], plain[:3], torch.tensor([7])]), 7)
+    context = torch.cat([enc["input_ids"][0], plain[:3], torch.tensor([7])])
+    ref = _greedy(model, context, 7)
     assert seq[5:].tolist() == ref.tolist()
+    # and exactly the same next-token logits (masked cache entries, shifted positions)
+    with torch.no_grad():
+        expected = model(input_ids=context[None]).logits[0, -1]
+    torch.testing.assert_close(out.logits[5][0], expected, atol=1e-4, rtol=1e-4)
 
 
 def test_thinking_cap_force_appends_the_delimiter(lm):

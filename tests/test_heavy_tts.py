@@ -166,6 +166,12 @@ def test_heavy_k1_without_verifier_equals_solve(corpus):
         out.solver_cost.tool_calls == ref.cost.tool_calls and out.solver_cost.output_tokens == ref.cost.output_tokens
     )
     assert out.verifier_cost.model_calls == 0 and out.verifications == []
+    # also when the budget binds: same tool calls, refusals and fallback answer
+    ref = solve(q, ScriptedModel(greedy_searcher), search_tools(corpus), tool_budget=2)
+    out = heavy(q, ScriptedModel(greedy_searcher), search_tools(corpus), num_trajectories=1, verify=False,
+                selector="majority", solver_tool_budget=2)  # fmt: skip
+    t = out.trajectories[0]
+    assert (t.cost.tool_calls, t.cost.refused_tool_calls, t.final) == (2, ref.cost.refused_tool_calls, ref.final)
 
 
 def oracle_verifier(truth):
@@ -231,6 +237,7 @@ def test_selectors_on_hand_made_candidates():
     assert select(["a", "b", "b"], [0.5, 0.4, 0.4], "weighted_vote") == 1  # b: 0.8 > a: 0.5
     assert select(["a", "b", "c"], [0.4, 1.0, 1.0], "best_of_k") == 1  # first accepted in sampling order
     assert select(["a", "b", "c"], [0.4, 0.6, 0.5], "best_of_k") == 1  # none accepted: score argmax
+    assert select(["a", "b", "c"], [0.4, 0.6, 0.9], "best_of_k", accept_threshold=0.5) == 1  # not the argmax
     assert select(["a", "b", "b"], [1.0, 1.0, 1.0], "score_argmax", tie_break="vote") == 1
     assert select(["a", "b", "b"], [1.0, 1.0, 1.0], "score_argmax", tie_break="first") == 0
     assert select(["", "", "x"], selector="majority") == 2  # an empty answer never wins a vote
