@@ -316,3 +316,16 @@ def test_text_actions_parse():
     assert parse_text_action("answer: 1811").function.arguments == {"answer": "1811"}
     assert parse_text_action("He was born in 1811.").function.name == "final_answer"
     assert parse_text_action('Action: {"name": "search"}') is None and parse_text_action("  ") is None
+
+
+# -------------------------------------------------------------------------------------------------------------- CLI
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["heavy", "q?", "--k", "0"], "--k"), (["heavy", "q?", "--corpus", "/no/such.jsonl"], "--corpus")],
+)
+def test_cli_bad_input_is_a_one_line_error(argv, message, capsys):
+    from hfx.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hfx heavy: error:") and message in err and "\n" not in err
