@@ -56,31 +56,29 @@ Action: {"name": "final_answer", "arguments": {"answer": "1.0"}}
 {{ custom_instructions }}
 {%- endif %}"""
 
-TEXT_ACTION_SOLVER_PROMPT = """You answer questions with a document collection. Write one action per turn.
-To search, write: search: <keywords>
-To read a page, write: browse: <page title>
-To answer, write: answer: <the answer>
-Example:
-Question: In which year was the Danish painter of harbour scenes born?
+TEXT_ACTION_SOLVER_PROMPT = """Answer the question from the documents. One action per turn:
+search: <keywords>
+browse: <page title>
+answer: <the answer>
+Example: Question: In which year was the Danish painter of harbour scenes born?
 Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
 answer: 1811
 {%- if custom_instructions %}
 {{ custom_instructions }}
 {%- endif %}"""
 
-TEXT_ACTION_VERIFIER_PROMPT = """You check whether a predicted answer to a question is correct, using a document collection. Do not answer the question yourself. Write one action per turn.
-To search, write: search: <keywords>
-To give your verdict, write: answer: <score>, where score is 1 if the documents confirm the predicted answer and 0 if they do not.
-Example:
-Question: In which year was the Danish painter of harbour scenes born? Predicted answer: 1811
+TEXT_ACTION_VERIFIER_PROMPT = """Check a predicted answer against the documents; do not answer yourself. One action per turn:
+search: <keywords>
+answer: <score>, 1 if the documents confirm the predicted answer, 0 if not.
+Example: Question: In which year was the Danish painter of harbour scenes born? Predicted answer: 1811
 Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
 answer: 1
 {%- if custom_instructions %}
 {{ custom_instructions }}
 {%- endif %}"""
 
-SOLVER_INSTRUCTIONS = "You may call search and browse at most {budget} times in total, then give the final answer."
-VERIFIER_INSTRUCTIONS = "You may call search and browse at most {budget} times in total, then give the score."
+SOLVER_INSTRUCTIONS = "At most {budget} tool calls, then answer."
+VERIFIER_INSTRUCTIONS = "At most {budget} tool calls, then give the score."
 VERIFIER_TASK = "Question: {question}\nPredicted answer: {answer}"
 BUDGET_FORCING_PROMPT = (
     "Do not stop yet. You may use the tools up to {extra} more times to check or improve your answer; trying "
