@@ -81,6 +81,7 @@ def test_bm25_search_and_browse(corpus):
         LocalCorpus(PAGES + PAGES[:1])
 
 
+@pytest.mark.slow  # loads the MiniLM encoder
 def test_dense_retrieval_ranks_the_relevant_page_first():
     dense = LocalCorpus(PAGES, retriever="dense")
     assert dense.search("What is the capital city of Velmar?", top_k=1)[0][0].title == "Velmar"
