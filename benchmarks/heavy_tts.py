@@ -37,15 +37,18 @@ SELECTOR_SETTINGS = {
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dev", type=int, default=8, help="dev questions (selector choice)")
+    p.add_argument("--dev", type=int, default=4, help="dev questions (selector choice)")
     p.add_argument("--test-limit", type=int, default=60, help="test questions at most")
     p.add_argument("--k", type=int, default=8, help="trajectories per question (K_max)")
     p.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8])
-    p.add_argument("--bf-trajectories", type=int, default=2, help="trajectories that continue with budget forcing")
+    p.add_argument("--bf-trajectories", type=int, default=1, help="trajectories that continue with budget forcing")
     p.add_argument("--rounds", type=int, default=3, help="budget-forcing rounds")
     p.add_argument("--solver-budget", type=int, default=2)
     p.add_argument("--verifier-budget", type=int, default=1)
-    p.add_argument("--max-new-tokens", type=int, default=20)
+    p.add_argument("--max-new-tokens", type=int, default=40, help="solver tokens per model call")
+    p.add_argument("--verifier-max-new-tokens", type=int, default=16)
+    p.add_argument("--top-k", type=int, default=2, help="search results per query")
+    p.add_argument("--snippet-chars", type=int, default=100, help="characters of each search result")
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--questions-per-batch", type=int, default=2)
@@ -57,7 +60,7 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def run_chunk(questions, model, tools, args, prompts):
+def run_chunk(questions, model, verifier_model, tools, args, prompts):
     """K trajectories per question (the first bf ones with R forcing rounds), then one verification per answer."""
     from hfx.agents.heavy import normalize_answer, solve_budget_forcing, verify
 
@@ -96,16 +99,16 @@ def run_chunk(questions, model, tools, args, prompts):
             r["ver"][key] = verify(
                 questions[qi].question,
                 r["rep"][key],
-                model,
+                verifier_model,
                 tools,
                 tool_budget=args.verifier_budget,
                 system_prompt=verifier_prompt,
                 initial_search=True,
             )
         finally:
-            model.leave()
+            verifier_model.leave()
 
-    _threads(model, [lambda qi=qi, key=key: verify_job(qi, key) for qi, key in verify_jobs])
+    _threads(verifier_model, [lambda qi=qi, key=key: verify_job(qi, key) for qi, key in verify_jobs])
     return [_summarise(r, args) for r in records]
 
 
@@ -285,12 +288,23 @@ def main(argv=None) -> int:
     torch.manual_seed(args.seed)
     pages = load_dbpedia_pages()
     split = build_questions(pages, seed=args.seed, dev_size=args.dev)
-    tools = search_tools(LocalCorpus(pages), top_k=3, snippet_chars=120)
+    tools = search_tools(LocalCorpus(pages), top_k=args.top_k, snippet_chars=args.snippet_chars)
     lm, tok = load_default_model()
     model = BatchedTransformersModel(
         lm,
         tok,
         max_new_tokens=args.max_new_tokens,
+        max_batch_size=args.k * args.questions_per_batch,
+        max_wait=2.0,
+        text_actions=True,
+        do_sample=True,
+        temperature=args.temperature,
+        top_p=args.top_p,
+    )
+    verifier_model = BatchedTransformersModel(
+        lm,
+        tok,
+        max_new_tokens=args.verifier_max_new_tokens,
         max_batch_size=args.k * args.questions_per_batch,
         max_wait=2.0,
         text_actions=True,
@@ -311,7 +325,7 @@ def main(argv=None) -> int:
                 break
             chunk, queue = queue[: args.questions_per_batch], queue[args.questions_per_batch :]
             t0 = time.time()
-            results = run_chunk([q for _, q in chunk], model, tools, args, prompts)
+            results = run_chunk([q for _, q in chunk], model, verifier_model, tools, args, prompts)
             for (name, _), res in zip(chunk, results, strict=True):
                 res["split"] = name
                 rows[name].append(res)

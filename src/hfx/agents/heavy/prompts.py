@@ -56,23 +56,19 @@ Action: {"name": "final_answer", "arguments": {"answer": "1.0"}}
 {{ custom_instructions }}
 {%- endif %}"""
 
-TEXT_ACTION_SOLVER_PROMPT = """Answer the question from the documents. One action per turn:
+TEXT_ACTION_SOLVER_PROMPT = """Answer the question from the search results. One action per turn:
 search: <keywords>
 browse: <page title>
 answer: <the answer>
-Example: Question: In which year was the Danish painter of harbour scenes born?
-Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
-answer: 1811
 {%- if custom_instructions %}
 {{ custom_instructions }}
 {%- endif %}"""
+"""For small local models (``BatchedTransformersModel(text_actions=True)``): plain-text actions, no worked example
+(a 135M model copies the example's answer)."""
 
-TEXT_ACTION_VERIFIER_PROMPT = """Check a predicted answer against the documents; do not answer yourself. One action per turn:
+TEXT_ACTION_VERIFIER_PROMPT = """Check a predicted answer against the search results; do not answer the question yourself. One action per turn:
 search: <keywords>
-answer: <score>, 1 if the documents confirm the predicted answer, 0 if not.
-Example: Question: In which year was the Danish painter of harbour scenes born? Predicted answer: 1811
-Observation: [1] Karl Holm: Karl Holm (born 3 May 1811) is a Danish painter of harbour scenes.
-answer: 1
+answer: <score>, 1 if the search results confirm the predicted answer, 0 if they do not.
 {%- if custom_instructions %}
 {{ custom_instructions }}
 {%- endif %}"""
