@@ -57,6 +57,11 @@ def parse_args(argv=None):
     p.add_argument("--out", default="benchmarks/results/heavy_tts.json")
     p.add_argument("--raw", default="outputs/heavy_tts/raw.jsonl")
     p.add_argument("--figure", default="docs/figures/heavy_tts.png")
+    p.add_argument(
+        "--from-raw",
+        default=None,
+        help="recompute the results JSON and figure from a --raw file of an earlier run (no model is loaded)",
+    )
     return p.parse_args(argv)
 
 
@@ -279,6 +284,8 @@ def plot(test, chosen, ks, rounds, path):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.from_raw:
+        return from_raw(args, argv)
     from hfx.agents.heavy import BatchedTransformersModel, LocalCorpus, search_tools
     from hfx.agents.heavy.prompts import TEXT_ACTION_SOLVER_PROMPT, TEXT_ACTION_VERIFIER_PROMPT
     from hfx.agents.heavy.questions import build_questions, load_dbpedia_pages
@@ -338,11 +345,28 @@ def main(argv=None) -> int:
                 flush=True,
             )
             write_results(rows, args, command, started)
-    write_results(rows, args, command, started, final=True)
+    write_results(rows, args, command, started, final=True, not_run=len(queue))
     return 0
 
 
-def write_results(rows, args, command, started, final=False):
+def from_raw(args, argv) -> int:
+    """Results JSON + figure from the per-question rows of an earlier run (same --ks / --rounds / --k)."""
+    rows = {"dev": [], "test": []}
+    with open(args.from_raw, encoding="utf-8") as raw:
+        for line in raw:
+            if line.strip():
+                row = json.loads(line)
+                rows[row["split"]].append(row)
+    from hfx.agents.heavy.questions import build_questions, load_dbpedia_pages
+
+    split = build_questions(load_dbpedia_pages(), seed=args.seed, dev_size=args.dev)
+    planned = len(split["dev"]) + len(split["test"][: args.test_limit])
+    command = "OMP_NUM_THREADS=1 python benchmarks/heavy_tts.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    write_results(rows, args, command, None, final=True, not_run=planned - len(rows["dev"]) - len(rows["test"]))
+    return 0
+
+
+def write_results(rows, args, command, started, final=False, not_run=None):
     dev = summary(evaluate(rows["dev"], args.ks, args.rounds)) if rows["dev"] else {}
     test = summary(evaluate(rows["test"], args.ks, args.rounds)) if rows["test"] else {}
     chosen = "score_argmax"
@@ -359,8 +383,9 @@ def write_results(rows, args, command, started, final=False):
         "command": command,
         "date": date.today().isoformat(),
         "loadavg": list(os.getloadavg()),
-        "wall_minutes": round((time.time() - started) / 60, 1),
-        "complete": final,
+        "wall_minutes": None if started is None else round((time.time() - started) / 60, 1),
+        "complete": final and not not_run,
+        "questions_not_run": not_run,
         "settings": vars(args),
         "n_dev": len(rows["dev"]),
         "n_test": len(rows["test"]),
