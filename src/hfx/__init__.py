@@ -7,7 +7,7 @@ On import, hfx arranges three small, documented registrations (via :mod:`hfx._im
 them the moment the library they extend is imported, or at once if it already is):
 
 * :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
-  (and ``"rmod"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as
+  (and ``"rmod"``, ``"budget_forcing"``) resolve to hfx's callables; every other ``custom_generate`` value is handled by transformers as
   before. It is installed when ``transformers.generation.utils`` is imported (before any model can generate).
 * :func:`hfx._import_hooks.when_imported` registers the SLAO tuner with PEFT's type mappings the moment ``peft`` is
   first imported (or at once if it already is), so a saved SLAO adapter loads with plain ``PeftModel.from_pretrained``.
@@ -34,6 +34,8 @@ _LAZY = {
     "MultiObjectiveValueConfig": "hfx.generation.rmod",
     "RewardFunctionValues": "hfx.generation.rmod",
     "ValueFunctionTrainer": "hfx.generation.rmod",
+    "budget_forcing": "hfx.generation.budget_forcing",
+    "BudgetForcingOutput": "hfx.generation.budget_forcing",
     # trainers (TRL)
     "THRGRPOTrainer": "hfx.trainers.thr",
     "THRGRPOConfig": "hfx.trainers.thr",
@@ -59,6 +61,9 @@ _LAZY = {
     # federated (Flower)
     "DevFTConfig": "hfx.federated",
     "run_devft": "hfx.federated",
+    # agents (smolagents)
+    "heavy": "hfx.agents.heavy",
+    "HeavyConfig": "hfx.agents.heavy",
 }
 _SUBMODULES = {
     "generation",
@@ -70,6 +75,7 @@ _SUBMODULES = {
     "memory",
     "federated",
     "prunesid",
+    "agents",
     "hub",
     "models",
     "testing",

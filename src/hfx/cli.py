@@ -10,6 +10,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx synthesize "a red apple on a table" --steps 400 --out apple.png [--model ...]
     hfx memory add DIR SESSION.json [--no-llm]   |   hfx memory ask DIR "QUESTION" [--top-k 3] [--answer]
     hfx federate --method devft --clients 4 --out run/ [--stages 4,8,16,30] [--model ...]
+    hfx heavy "QUESTION" --k 4 [--corpus pages.jsonl] [--model ...]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COMMANDS = {
     "ssm-theory": "hfx.commands.ssm_theory",
     "memory": "hfx.commands.memory",
     "federate": "hfx.commands.federate",
+    "heavy": "hfx.commands.heavy",
 }
 
 

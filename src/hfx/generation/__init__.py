@@ -2,6 +2,7 @@
 
 * :mod:`hfx.generation.thinkmerge` -- ThinkMerge (arXiv 2512.02874).
 * :mod:`hfx.generation.rmod` -- RMOD, robust multi-objective controlled decoding (arXiv 2503.08796).
+* :mod:`hfx.generation.budget_forcing` -- budget forcing (s1; arXiv 2501.19393, used by arXiv 2510.06135).
 * :mod:`hfx.generation.registry` -- the hook that resolves ``custom_generate="thinkmerge"`` / ``"rmod"``.
 """
 
@@ -18,4 +19,4 @@ from .registry import (
 
 
 # `hfx.generation.rmod` / `.thinkmerge` after a bare `import hfx` (submodules load on first access)
-__getattr__ = attach(__name__, {}, (), submodules=("thinkmerge", "rmod"))[0]
+__getattr__ = attach(__name__, {}, (), submodules=("thinkmerge", "rmod", "budget_forcing"))[0]

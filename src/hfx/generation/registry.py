@@ -12,7 +12,7 @@ hfx adds one small, reversible hook, :func:`install_custom_generate_names`, inst
 
 1. a **local folder** of that name (``os.path.isdir``) goes to transformers (its ``custom_generate/generate.py``);
 2. otherwise a **registered hfx name** (:data:`CUSTOM_GENERATE_NAMES`: ``"thinkmerge"``, ``"hfx/thinkmerge"``,
-   ``"rmod"``, ``"hfx/rmod"``) runs the in-package callable: no ``trust_remote_code``, no download. The hook
+   ``"rmod"``, ``"hfx/rmod"``, ``"budget_forcing"``, ``"hfx/budget_forcing"``) runs the in-package callable: no ``trust_remote_code``, no download. The hook
    re-enters the model class's ``generate`` with the callable, so transformers prepares inputs, cache and processors
    as usual;
 3. every other value (Hub ids, cached repos, callables, ``None``) reaches transformers' original method untouched.
@@ -44,12 +44,16 @@ CUSTOM_GENERATE_NAMES: dict[str, str] = {
     "hfx/thinkmerge": "hfx.generation.thinkmerge:thinkmerge",
     "rmod": "hfx.generation.rmod:rmod",
     "hfx/rmod": "hfx.generation.rmod:rmod",
+    "budget_forcing": "hfx.generation.budget_forcing:budget_forcing",
+    "hfx/budget_forcing": "hfx.generation.budget_forcing:budget_forcing",
 }
 
 # name -> the callable's parameter that receives `generate(..., tokenizer=tok)` (transformers drops `tokenizer`)
 CUSTOM_GENERATE_TOKENIZER_ARGUMENTS: dict[str, str] = {
     "thinkmerge": "think_end_tokenizer",
     "hfx/thinkmerge": "think_end_tokenizer",
+    "budget_forcing": "think_end_tokenizer",
+    "hfx/budget_forcing": "think_end_tokenizer",
 }
 
 _ORIGINAL_LOAD = None
