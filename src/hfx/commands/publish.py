@@ -10,7 +10,10 @@ def add_arguments(parser) -> None:
     from hfx.hub import PUBLISHERS
 
     parser.add_argument("name", choices=sorted(PUBLISHERS), help="the artifact to publish")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out", required=True, help="output folder (new or empty, unless --overwrite)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="allow writing into a non-empty --out folder (replaces its files)"
+    )
     parser.add_argument("--push", metavar="REPO_ID", default=None, help="also upload the folder to this Hub repo")
     parser.add_argument(
         "--source", default=None, help="a trained checkpoint folder to publish, for artifacts that have one"
@@ -21,7 +24,7 @@ def run(args) -> int:
     from hfx.hub import publish
 
     kwargs = {"source": args.source} if args.source else {}
-    out = publish(args.name, args.out, push_to=args.push, **kwargs)
+    out = publish(args.name, args.out, push_to=args.push, overwrite=args.overwrite, **kwargs)
     print(f"wrote {out}")
     if args.push:
         print(f"pushed to https://huggingface.co/{args.push}")
