@@ -247,6 +247,60 @@ def _cached_snapshot(repo_id: str) -> str | None:
     return None
 
 
+def _check_config_dict(cls, config_dict: dict, where: str, allowed, required, required_for, need_type: bool) -> None:
+    found = config_dict.get("model_type")
+    if (found is not None or need_type) and found not in allowed:
+        raise ValueError(
+            f"{cls.__name__} cannot load {where}: its config has model_type {found!r}, expected one of {list(allowed)} "
+            "(is it another artifact's folder?)"
+        )
+    if found is not None and (required_for is None or found == required_for):
+        missing = [k for k in required if k not in config_dict]
+        if missing:
+            raise ValueError(
+                f"{cls.__name__} cannot load {where}: its config lacks {missing}; refusing to invent defaults for them"
+            )
+
+
+def strict_config_loading(
+    allowed_model_types: Iterable[str], required_keys: Iterable[str] = (), *, required_for: str | None = None
+):
+    """``(get_config_dict, from_dict)`` classmethods for hfx ``PreTrainedConfig`` subclasses that refuse, before any
+    model is built, a ``config.json`` of another artifact (a ``model_type`` not in ``allowed_model_types``, or none
+    in a file) and a config missing a key the model would otherwise invent a default for (a 4096-wide backbone,
+    pruning silently off). ``from_dict`` covers ``AutoConfig``, which reads the file without the class.
+
+    Args:
+        allowed_model_types: the ``model_type`` values this class may load (its own, plus e.g. the stock type it
+            converts from).
+        required_keys: keys that must be present (``null`` is allowed where the class allows it).
+        required_for (`str`, *optional*): only require the keys when the ``model_type`` is this one.
+
+    Usage (in the class body)::
+
+        get_config_dict, from_dict = strict_config_loading(("hfx_rmod_value",), ("backbone_config",))
+    """
+    allowed = tuple(allowed_model_types)
+    required = tuple(required_keys)
+
+    def get_config_dict(cls, pretrained_model_name_or_path, **kwargs):
+        from transformers import PreTrainedConfig
+
+        config_dict, kwargs = PreTrainedConfig.get_config_dict.__func__(cls, pretrained_model_name_or_path, **kwargs)
+        where = repr(str(pretrained_model_name_or_path))
+        _check_config_dict(cls, config_dict, where, allowed, required, required_for, need_type=True)
+        return config_dict, kwargs
+
+    def from_dict(cls, config_dict, **kwargs):
+        from transformers import PreTrainedConfig
+
+        if isinstance(config_dict, dict):
+            _check_config_dict(cls, config_dict, "this dict", allowed, required, required_for, need_type=False)
+        return PreTrainedConfig.from_dict.__func__(cls, config_dict, **kwargs)
+
+    return classmethod(get_config_dict), classmethod(from_dict)
+
+
 __all__ = [
     "artifact_type",
     "check_output_file",
@@ -255,4 +309,5 @@ __all__ = [
     "prepare_output_dir",
     "require_artifact",
     "resolve_model",
+    "strict_config_loading",
 ]
