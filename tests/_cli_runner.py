@@ -16,6 +16,7 @@ import os
 import resource
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def main() -> None:
         os.chdir(cwd)
         roots = [Path(p) for p in spec["watch"]] + [cwd]
         before = _snapshot(roots)
+        start = time.perf_counter()
         err, out = io.StringIO(), io.StringIO()
         escaped = None
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
@@ -63,7 +65,14 @@ def main() -> None:
             if before.get(p) != after.get(p) and not any(p == o or p.startswith(o + os.sep) for o in outputs)
         )  # fmt: skip
         results.append(
-            {"argv": case["argv"], "rc": rc, "stderr": err.getvalue(), "escaped": escaped, "strays": changed}
+            {
+                "argv": case["argv"],
+                "rc": rc,
+                "stderr": err.getvalue(),
+                "escaped": escaped,
+                "strays": changed,
+                "seconds": round(time.perf_counter() - start, 3),
+            }
         )
         Path(sys.argv[2]).write_text(json.dumps(results))  # partial results survive a crash
 

@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from hfx.hub import publish
 
-    kwargs = {"source": args.source} if args.source else {}
+    kwargs = {"source": args.source} if args.source is not None else {}  # `--source ""` is refused, not ignored
     out = publish(args.name, args.out, push_to=args.push, overwrite=args.overwrite, **kwargs)
     print(f"wrote {out}")
     if args.push:
