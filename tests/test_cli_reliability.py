@@ -501,3 +501,63 @@ def test_thinkmerge_refuses_out_of_vocabulary_think_end_and_empty_input(tiny_lla
             torch.ones(1, 0, dtype=torch.long), custom_generate=hfx.thinkmerge, think_end=[5], num_traces=2,
             max_new_tokens=2,
         )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# progress, partial results, strays
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_folder(tmp_path_factory):
+    from hfx.testing import tiny_llama
+
+    model, tok = tiny_llama()
+    folder = tmp_path_factory.mktemp("tiny_lm")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def test_generate_shows_per_token_progress(tiny_lm_folder, capsys):
+    argv = ["generate", "2+2?", "--strategy", "greedy", "--model", tiny_lm_folder, "--max-thinking-tokens", "3",
+            "--max-new-tokens", "2"]  # fmt: skip
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    counts = [int(n) for n in re.findall(r"\| *(\d+)/5 ", err)]
+    assert "decoding steps" in err and counts and max(counts) >= 2, err
+
+
+def test_eval_writes_partial_results_as_it_goes(tiny_lm_folder, tmp_path, monkeypatch, capsys):
+    from hfx.generation.thinkmerge import baselines
+
+    real, calls = baselines.run_strategies, []
+
+    def interrupted_after_first_batch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(baselines, "run_strategies", interrupted_after_first_batch)
+    data = _write(
+        tmp_path / "g.jsonl", "\n".join(json.dumps({"question": f"{i}+1?", "answer": "#### 1"}) for i in range(3))
+    )
+    out = tmp_path / "eval"
+    argv = ["eval", "gsm8k", "--strategies", "greedy", "--limit", "3", "--batch-size", "1", "--data-file", str(data),
+            "--model", tiny_lm_folder, "--max-thinking-tokens", "2", "--max-new-tokens", "2", "--out-dir", str(out)]  # fmt: skip
+    assert cli.main(argv) == 130
+    partial = json.loads((out / "results.partial.json").read_text())
+    assert [q["question"] for q in partial["questions"]] == ["0+1?"] and "greedy" in partial["questions"][0]
+    assert not (out / "results.json").exists()
+    assert "decoding steps" in capsys.readouterr().err
+
+
+def test_offline_router_trainer_default_args_leave_no_stray_folder(tmp_path, monkeypatch):
+    from hfx.routing import OfflineRouterTrainer
+    from hfx.routing.hub import _demo_router
+
+    monkeypatch.chdir(tmp_path)
+    trainer = OfflineRouterTrainer(_demo_router(), train_dataset=None)
+    assert not Path(trainer.args.output_dir).resolve().is_relative_to(tmp_path.resolve())
+    assert list(tmp_path.iterdir()) == []
