@@ -561,3 +561,10 @@ def test_offline_router_trainer_default_args_leave_no_stray_folder(tmp_path, mon
     trainer = OfflineRouterTrainer(_demo_router(), train_dataset=None)
     assert not Path(trainer.args.output_dir).resolve().is_relative_to(tmp_path.resolve())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prune_picture_methods_follow_prunesid_methods():
+    from hfx.commands.prune import PICTURE_METHODS
+    from hfx.prunesid.config import METHODS
+
+    assert set(PICTURE_METHODS) == set(METHODS) - {"fastv"}

@@ -105,27 +105,36 @@ def run(args) -> int:
     import time
     from datetime import datetime, timezone
 
-    import torch
-    from tqdm.auto import tqdm
-
     from hfx._artifacts import prepare_output_dir
-    from hfx.generation.thinkmerge.answer import gsm8k_reference, is_correct
-    from hfx.generation.thinkmerge.baselines import STRATEGIES, run_strategies
 
+    # outputs and inputs are checked before the heavy imports and any compute: a bad --out-dir never costs a run
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown or not strategies:
-        raise ValueError(f"`--strategies` must be a comma-separated subset of {STRATEGIES}, got {args.strategies!r}")
     if len(set(strategies)) != len(strategies):
         raise ValueError(f"`--strategies` names a strategy twice: {args.strategies!r}")
-    # outputs are checked before any compute, so a bad --out-dir never costs an evaluation
     out_dir = prepare_output_dir(args.out_dir, overwrite=True, arg="--out-dir", create=False)
     if not args.overwrite and any((out_dir / name).exists() for name in ("results.json", "accuracy.png")):
         raise ValueError(
             f"`--out-dir` {args.out_dir!r} already holds results.json / accuracy.png; choose a new folder or pass "
             "--overwrite"
         )
-    rows = load_gsm8k(args.data_file, args.limit)
+    if args.model is not None and args.model != "default":
+        from hfx._artifacts import resolve_model
+
+        resolve_model(args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id")
+    if args.data_file:
+        rows = load_gsm8k(args.data_file, args.limit)
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from hfx.generation.thinkmerge.answer import gsm8k_reference, is_correct
+    from hfx.generation.thinkmerge.baselines import STRATEGIES, run_strategies
+
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        raise ValueError(f"`--strategies` must be a comma-separated subset of {STRATEGIES}, got {args.strategies!r}")
+    if not args.data_file:
+        rows = load_gsm8k(None, args.limit)  # the Hub copy
     out_dir = prepare_output_dir(args.out_dir, overwrite=True, arg="--out-dir")
     model, tokenizer = load_backend(args)
     extra = {"merge": args.merge, "num_candidates": args.num_candidates} if args.merge != "direct" else {}

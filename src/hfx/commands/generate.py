@@ -57,13 +57,13 @@ def load_backend(args):
     ``--model`` is resolved first (:func:`hfx._artifacts.resolve_model`): a missing folder, another artifact's folder
     (an adapter, a pipeline, a router) or a Hub id that is not cached while ``HF_HUB_OFFLINE`` is set is refused with
     a one-line error before anything loads."""
-    from hfx.models import load_causal_lm
-
     if args.model is not None and args.model != "default":
         from hfx._artifacts import resolve_model
 
         resolve_model(args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id")
     if getattr(args, "backend", "hf") != "vllm":
+        from hfx.models import load_causal_lm
+
         return load_causal_lm(args.model)
     from hfx.integrations.vllm import VLLMGenerator, load_tokenizer, load_vllm
 

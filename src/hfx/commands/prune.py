@@ -6,6 +6,8 @@ from hfx.commands import _types
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+# hfx.prunesid.config.METHODS without fastv (it prunes inside the LLM, per prompt: no per-image picture)
+PICTURE_METHODS = ("prunesid", "random", "pooling", "visionzip", "divprune")
 
 
 HELP = "Prune the visual tokens of one image with PruneSID (or a baseline) and save the kept patches as a PNG."
@@ -35,36 +37,34 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    import torch
-    from PIL import Image, UnidentifiedImageError
+    from hfx._artifacts import check_output_file, resolve_model
 
-    from hfx.prunesid import apply, visualize
-
+    # every input and the output are checked before the heavy imports and before a model is built
     if args.method == "fastv":
         raise ValueError(
             "`--method fastv` drops tokens inside the LLM by the prompt's attention, so there is no pre-LLM selection "
             "to draw; use hfx.prunesid.apply(model, processor, method='fastv') for generation"
         )
-    from hfx._artifacts import check_output_file, resolve_model
-    from hfx.prunesid.config import METHODS
-
-    if args.method not in METHODS:
-        raise ValueError(
-            f"`--method` must be one of {', '.join(m for m in METHODS if m != 'fastv')}, not {args.method!r}"
-        )
+    if args.method not in PICTURE_METHODS:
+        raise ValueError(f"`--method` must be one of {', '.join(PICTURE_METHODS)}, not {args.method!r}")
     source = Path(args.image)
     if not source.exists():
         raise FileNotFoundError(f"`IMAGE` {args.image!r} does not exist")
     if not source.is_file():
         raise ValueError(f"`IMAGE` must be an image file, but {args.image!r} is a folder")
-    # everything is checked before a model is built: the output path, then the --model folder's artifact type
-    out = Path(args.out) if args.out else source.with_name(source.stem + "_prunesid.png")
-    out = check_output_file(out, suffixes=IMAGE_SUFFIXES, overwrite=args.overwrite, arg="--out")
     model_path = None
     if args.model is not None:
         model_path = resolve_model(
             args.model, arg="--model", allowed=("llava", "prunesid_llava"), what="a llava-hf LLaVA-1.5 folder"
         )
+    out = Path(args.out) if args.out else source.with_name(source.stem + "_prunesid.png")
+    out = check_output_file(out, suffixes=IMAGE_SUFFIXES, overwrite=args.overwrite, arg="--out")
+
+    import torch
+    from PIL import Image, UnidentifiedImageError
+
+    from hfx.prunesid import apply, visualize
+
     try:
         image = Image.open(source).convert("RGB")
     except (UnidentifiedImageError, OSError) as err:

@@ -41,16 +41,11 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import sys
 
-    import torch
-
     from hfx._artifacts import check_output_file, resolve_model
-    from hfx.pipelines.clip_inversion import CLIPInversionPipeline
-    from hfx.pipelines.clip_inversion.hub import load_clip
 
+    # every input and the output are checked before the heavy imports and the optimisation
     if not args.prompt.strip():
         raise ValueError(f"`PROMPT` has to be a non-empty string, but is {args.prompt!r}")
-    # the output is checked before the optimisation, so a bad --out never costs the run
-    target = check_output_file(args.out, suffixes=IMAGE_SUFFIXES, overwrite=args.overwrite, arg="--out")
     if args.model is not None:  # another artifact's folder is refused before anything is built
         args.model = resolve_model(
             args.model,
@@ -58,6 +53,13 @@ def run(args) -> int:
             allowed=("clip", "diffusers:CLIPInversionPipeline"),
             what="a CLIP folder or a saved CLIP^-1 pipeline",
         )
+    target = check_output_file(args.out, suffixes=IMAGE_SUFFIXES, overwrite=args.overwrite, arg="--out")
+
+    import torch
+
+    from hfx.pipelines.clip_inversion import CLIPInversionPipeline
+    from hfx.pipelines.clip_inversion.hub import load_clip
+
     pipe, model, processor, description = load_clip(args.model)
     if "tiny random CLIP" in description:
         print(
