@@ -568,3 +568,30 @@ def test_prune_picture_methods_follow_prunesid_methods():
     from hfx.prunesid.config import METHODS
 
     assert set(PICTURE_METHODS) == set(METHODS) - {"fastv"}
+
+
+def test_publish_push_checks_the_token_before_writing(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from hfx.hub import publish
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    with pytest.raises(ValueError, match="--push` needs a Hugging Face token"):
+        publish("thinkmerge", tmp_path / "out", push_to="someone/thinkmerge")
+    with pytest.raises(ValueError, match="not a valid Hub repo id"):
+        publish("thinkmerge", tmp_path / "out", push_to="not a repo id!")
+    assert not (tmp_path / "out").exists()
+
+
+def test_rmod_refuses_empty_input_ids(tiny_llama):
+    import torch
+
+    import hfx
+
+    model, _ = tiny_llama
+    with pytest.raises(ValueError, match="`input_ids` is empty"):
+        model.generate(
+            torch.ones(1, 0, dtype=torch.long), custom_generate=hfx.rmod, value_function=lambda i, m: torch.zeros(1, 2),
+            num_branches=2, do_sample=True, max_new_tokens=2,
+        )  # fmt: skip

@@ -305,6 +305,10 @@ def rmod(
 
     K = num_branches
     batch_size, prompt_length = input_ids.shape
+    if batch_size == 0 or prompt_length == 0:
+        raise ValueError(
+            f"`input_ids` is empty (shape {tuple(input_ids.shape)}); RMOD needs at least one prompt token per row"
+        )
     device = input_ids.device
     pad_token_id = generation_config._pad_token_tensor
     if pad_token_id is None:
