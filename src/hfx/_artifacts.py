@@ -30,6 +30,11 @@ LOCAL_MODEL_HINT = (
 )
 
 
+class ArtifactNotFoundError(FileNotFoundError, ValueError):
+    """A named input folder / file / Hub id that does not exist (a `FileNotFoundError` that is also a `ValueError`,
+    so callers catching either bad-input error see it)."""
+
+
 def _read_json(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -105,7 +110,7 @@ def require_artifact(folder: str | Path, allowed: Iterable[str], *, arg: str, wh
     allowed = tuple(allowed)
     path = Path(folder)
     if not path.exists():
-        raise FileNotFoundError(f"`{arg}` {str(folder)!r} does not exist")
+        raise ArtifactNotFoundError(f"`{arg}` {str(folder)!r} does not exist")
     if not path.is_dir():
         raise ValueError(f"`{arg}` must be a folder ({what}), but {str(folder)!r} is a file")
     kind = artifact_type(path)
@@ -130,7 +135,8 @@ def prepare_output_dir(path: str | Path, *, overwrite: bool = False, arg: str = 
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         where = " (the current directory)" if out.resolve() == Path.cwd().resolve() else ""
         raise ValueError(
-            f"`{arg}` {str(path)!r}{where} is not empty; choose a new folder or pass --overwrite to replace its files"
+            f"`{arg}` {str(path)!r}{where} is not empty; choose a new folder or pass --overwrite (`overwrite=True` in "
+            "Python) to replace its files"
         )
     for parent in (out, *out.parents):
         if parent.exists():
@@ -212,7 +218,7 @@ def resolve_model(
     path = Path(name).expanduser()
     if path.exists() or looks_like_path(name):
         if not path.exists():
-            raise FileNotFoundError(f"`{arg}` {name!r} does not exist (a local folder was expected)")
+            raise ArtifactNotFoundError(f"`{arg}` {name!r} does not exist (a local folder was expected)")
         if not path.is_dir():
             raise ValueError(f"`{arg}` must be a folder or a Hub id, but {name!r} is a file")
         if allowed is not None:
@@ -226,7 +232,7 @@ def resolve_model(
             require_artifact(snapshot, allowed, arg=arg, what=what)
         return snapshot
     if hub_offline():
-        raise FileNotFoundError(
+        raise ArtifactNotFoundError(
             f"`{arg}` {name!r} is not a local folder and is not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 "
             f"forbids downloading it; {LOCAL_MODEL_HINT}, or unset HF_HUB_OFFLINE where the Hub is reachable"
         )
@@ -302,6 +308,7 @@ def strict_config_loading(
 
 
 __all__ = [
+    "ArtifactNotFoundError",
     "artifact_type",
     "check_output_file",
     "hub_offline",

@@ -152,8 +152,8 @@ def publish(
     source = kwargs.get("source")
     if source is not None and name in SOURCE_TYPES and not (name == "celo2" and Path(source).is_file()):
         allowed, what = SOURCE_TYPES[name]
-        kwargs["source"] = resolve_model(str(source), arg="--source", allowed=allowed, what=what)
-    out_dir = prepare_output_dir(out_dir, overwrite=overwrite, arg="--out")
+        kwargs["source"] = resolve_model(str(source), arg="source", allowed=allowed, what=what)
+    out_dir = prepare_output_dir(out_dir, overwrite=overwrite, arg="out_dir")
     module, function = PUBLISHERS[name].split(":")
     writer = getattr(importlib.import_module(module), function)
     if push_to and "repo_id" not in kwargs and "repo_id" in inspect.signature(writer).parameters:
@@ -165,7 +165,8 @@ def publish(
 
 
 def _check_can_push(repo_id: str, offline: bool) -> None:
-    """Refuse ``--push`` before anything is written: an invalid repo id, ``HF_HUB_OFFLINE``, or no token."""
+    """Refuse ``--push`` / ``push_to`` before anything is written: an invalid repo id, ``HF_HUB_OFFLINE``, or no
+    token."""
     from huggingface_hub import get_token
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 HELP = "Write the Hub-ready folder of an hfx artifact (files + model card), and optionally push it."
 
@@ -21,7 +23,14 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from hfx.hub import publish
+    from hfx._artifacts import prepare_output_dir, resolve_model
+    from hfx.hub import SOURCE_TYPES, publish
+
+    # checked here with the flags' names (hfx.hub.publish checks them again, by their Python names)
+    if args.source is not None and not (args.name == "celo2" and Path(args.source).is_file()):
+        allowed, what = SOURCE_TYPES[args.name]
+        resolve_model(args.source, arg="--source", allowed=allowed, what=what)
+    prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
 
     kwargs = {"source": args.source} if args.source is not None else {}  # `--source ""` is refused, not ignored
     out = publish(args.name, args.out, push_to=args.push, overwrite=args.overwrite, **kwargs)
