@@ -595,3 +595,20 @@ def test_rmod_refuses_empty_input_ids(tiny_llama):
             torch.ones(1, 0, dtype=torch.long), custom_generate=hfx.rmod, value_function=lambda i, m: torch.zeros(1, 2),
             num_branches=2, do_sample=True, max_new_tokens=2,
         )  # fmt: skip
+
+
+def test_default_clip_never_asks_transformers_to_resolve_a_hub_id(monkeypatch):
+    import transformers
+
+    import hfx._artifacts
+    from hfx.pipelines.clip_inversion import hub
+
+    monkeypatch.setattr(hfx._artifacts, "_cached_snapshot", lambda repo_id: None)  # the paper's CLIP is not cached
+
+    def refuse(name, *args, **kwargs):
+        raise AssertionError(f"from_pretrained({name!r}) would look the Hub up when the CLIP is not cached")
+
+    monkeypatch.setattr(transformers.CLIPModel, "from_pretrained", refuse)
+    monkeypatch.setattr(transformers.CLIPProcessor, "from_pretrained", refuse)
+    pipe, _, _, description = hub.load_clip(None)
+    assert pipe is None and "tiny random CLIP" in description
