@@ -64,7 +64,7 @@ def load(model_id: str):
     except OSError as err:
         print(
             f"SKIPPED: the real weights of {model_id!r} are not available locally ({type(err).__name__}). "
-            "Download them first (e.g. `huggingface-cli download llava-hf/llava-1.5-7b-hf`) on a machine with "
+            "Download them first (e.g. `hf download llava-hf/llava-1.5-7b-hf --local-dir DIR`) on a machine with "
             "~16 GB of GPU memory, or pass `--model tiny` to check the pipeline on a random tiny model."
         )
         sys.exit(0)

@@ -450,6 +450,7 @@ def test_publish_default_repo_id_cannot_collide_with_an_hfx_name(tmp_path, monke
             hfx.hub.publish("thinkmerge", tmp_path / "b", repo_id=name)
     pushed = []
     monkeypatch.setattr(hfx.hub, "push_folder_to_hub", lambda folder, repo_id: pushed.append(repo_id))
+    monkeypatch.setattr(hfx.hub, "_check_can_push", lambda repo_id, offline: None)  # no token / Hub in tests
     card = (hfx.hub.publish("thinkmerge", tmp_path / "c", push_to="my-org/tm") / "README.md").read_text()
     assert pushed == ["my-org/tm"] and 'custom_generate="my-org/tm"' in card
 

@@ -536,7 +536,7 @@ def test_value_model_save_load_roundtrip_and_offline_hub_pull(tmp_path, lm_tok, 
     assert isinstance(auto, MultiObjectiveValueModel)
 
 
-def test_trainer_loss_matches_and_decreases(lm_tok):
+def test_trainer_loss_matches_and_decreases(lm_tok, tmp_path):
     from transformers import TrainingArguments
 
     from hfx.generation.rmod import DataCollatorForValueFunction, ValueFunctionTrainer
@@ -554,8 +554,8 @@ def test_trainer_loss_matches_and_decreases(lm_tok):
     collator = DataCollatorForValueFunction(tok.pad_token_id)
     batch = collator(rows[:4])
     assert batch["input_ids"].shape == batch["completion_mask"].shape and batch["rewards"].shape == (4, 2)
-    args = TrainingArguments(output_dir=None, per_device_train_batch_size=5, max_steps=12, learning_rate=3e-3,
-                             save_strategy="no", report_to=[], use_cpu=True, logging_steps=1, disable_tqdm=True)  # fmt: skip
+    args = TrainingArguments(output_dir=str(tmp_path / "vf"), per_device_train_batch_size=5, max_steps=12,
+                             learning_rate=3e-3, save_strategy="no", report_to=[], use_cpu=True, logging_steps=1, disable_tqdm=True)  # fmt: skip
     trainer = ValueFunctionTrainer(model=vf, args=args, train_dataset=rows, processing_class=tok)
     with torch.no_grad():
         vf.eval()

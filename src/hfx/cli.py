@@ -11,12 +11,18 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx memory add DIR SESSION.json [--no-llm]   |   hfx memory ask DIR "QUESTION" [--top-k 3] [--answer]
     hfx federate --method devft --clients 4 --out run/ [--stages 4,8,16,30] [--model ...]
     hfx heavy "QUESTION" --k 4 [--corpus pages.jsonl] [--model ...]
+
+Errors are a property of this dispatcher, so every sub-command inherits them: a bad input (``ValueError``,
+``TypeError``, ``KeyError``, ``OSError`` incl. ``FileNotFoundError``, ``OverflowError``, ``NotImplementedError``)
+prints one line ``hfx CMD: error: ...`` and returns 2; any other exception prints one line naming its type and
+returns 1. The traceback is printed only with ``hfx --debug ...`` or ``HFX_DEBUG=1``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 
@@ -38,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="hfx", description="ICLR 2026 methods on the Hugging Face stack.")
     parser.add_argument("--version", action="version", version=f"hfx {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print full tracebacks on errors (same as HFX_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, module_name in COMMANDS.items():
         try:
@@ -52,13 +59,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# bad input: a one-line message and exit status 2 (anything else: one line naming the type, status 1)
+USER_ERRORS = (ValueError, TypeError, KeyError, OSError, OverflowError, NotImplementedError)
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    text = " ".join(text.split()) or type(err).__name__
+    return text if len(text) <= 600 else text[:597] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("HFX_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         return int(args._run(args) or 0)
-    except (ValueError, FileNotFoundError, NotImplementedError) as err:
-        print(f"hfx {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"hfx {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        user_error = isinstance(err, USER_ERRORS)
+        kind = "" if isinstance(err, (ValueError, FileNotFoundError)) else f"{type(err).__name__}: "
+        hint = "" if user_error else " (an internal error: please report it; rerun with --debug for the traceback)"
+        print(f"hfx {args.command}: error: {kind}{_one_line(err)}{hint}", file=sys.stderr)
+        return 2 if user_error else 1
 
 
 if __name__ == "__main__":

@@ -36,6 +36,23 @@ PUBLISHERS: dict[str, str] = {
     "devft": "hfx.federated.devft.hub:publish",
 }
 
+# artifact name -> (artifact types its `source=` may hold, see hfx._artifacts.artifact_type; what that is, in words).
+# `publish` checks a source against this before its writer loads (and allocates) anything.
+SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
+    "thinkmerge": (("transformers:",), "a transformers model folder (config.json with a model_type)"),
+    "rmod-value": (("hfx_rmod_value",), "a folder saved by MultiObjectiveValueModel.save_pretrained"),
+    "thr-grpo": (("transformers:", "peft:lora"), "a folder saved by THRGRPOTrainer.save_model (model or LoRA)"),
+    "prunesid-llava": (("llava", "prunesid_llava"), "a llava-hf LLaVA-1.5 folder"),
+    "slao": (("peft:slao",), "a saved SLAO adapter folder"),
+    "clip-inversion": (("clip", "diffusers:CLIPInversionPipeline"), "a CLIP folder or a saved CLIP^-1 pipeline"),
+    "bayesian-router": (("hfx_bayesian_router",), "a folder saved by OfflineRouter.save_pretrained"),
+    "celo2": (("hfx_celo2",), "a Celo2 meta-weights folder"),
+    "selective-ssm-theory": (("hfx_selective_ssm",), "a folder saved by SelectiveSSMForSequenceClassification"),
+    "memgas": (("hfx_memgas",), "a folder saved by MemGAS.save_pretrained"),
+    "devft": (("peft:lora",), "a folder saved by DevFTResult.save_pretrained (the `hfx federate --out`)"),
+}
+# publishers without an entry take no `source` (e.g. tail-data generates its data) and refuse one themselves
+
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
 
 
@@ -112,21 +129,40 @@ def write_model_card(out_dir: str | Path, name: str, data, **template_vars: Any)
     return out
 
 
-def publish(name: str, out_dir: str | Path, push_to: str | None = None, **kwargs: Any) -> Path:
+def publish(
+    name: str, out_dir: str | Path, push_to: str | None = None, *, overwrite: bool = False, **kwargs: Any
+) -> Path:
     """Write the Hub-ready folder of artifact ``name`` into ``out_dir`` (and push it when ``push_to`` is a repo id).
+
+    Everything is checked before anything is loaded or written: the output folder (see
+    :func:`hfx._artifacts.prepare_output_dir`), the ``source`` folder's artifact type (:data:`SOURCE_TYPES`), and,
+    with ``push_to``, that a Hub token is available.
 
     Args:
         name (`str`): one of :data:`PUBLISHERS` (``thinkmerge``, ``rmod-value``, ``thr-grpo``, ``prunesid-llava``,
-            ``slao``, ``clip-inversion``, ``bayesian-router``, ``tail-data``).
-        out_dir (`str` or `Path`): destination folder (created).
+            ``slao``, ``clip-inversion``, ``bayesian-router``, ``celo2``, ``tail-data``, ``selective-ssm-theory``,
+            ``memgas``, ``devft``).
+        out_dir (`str` or `Path`): destination folder (created); must be new or empty unless ``overwrite``.
         push_to (`str`, *optional*): a Hub repo id; the folder is uploaded with :func:`push_folder_to_hub`.
+        overwrite (`bool`, *optional*, defaults to `False`): allow writing into a non-empty ``out_dir``.
         **kwargs: passed to the artifact's writer (e.g. ``source=`` a trained checkpoint folder).
 
     Raises:
-        ValueError: for an unknown ``name``.
+        ValueError: for an unknown ``name``, an empty / non-empty (without ``overwrite``) / file ``out_dir``, a
+            ``source`` holding another artifact, or ``push_to`` without a Hub token.
+        FileNotFoundError: for a ``source`` that does not exist (or a Hub id not cached while offline).
     """
+    from hfx._artifacts import hub_offline, prepare_output_dir, resolve_model
+
     if name not in PUBLISHERS:
         raise ValueError(f"`name` must be one of {sorted(PUBLISHERS)}, but is {name!r}")
+    if push_to is not None:
+        _check_can_push(push_to, hub_offline())
+    source = kwargs.get("source")
+    if source is not None and name in SOURCE_TYPES and not (name == "celo2" and Path(source).is_file()):
+        allowed, what = SOURCE_TYPES[name]
+        kwargs["source"] = resolve_model(str(source), arg="source", allowed=allowed, what=what)
+    out_dir = prepare_output_dir(out_dir, overwrite=overwrite, arg="out_dir")
     module, function = PUBLISHERS[name].split(":")
     writer = getattr(importlib.import_module(module), function)
     if push_to and "repo_id" not in kwargs and "repo_id" in inspect.signature(writer).parameters:
@@ -135,6 +171,22 @@ def publish(name: str, out_dir: str | Path, push_to: str | None = None, **kwargs
     if push_to:
         push_folder_to_hub(out, push_to)
     return out
+
+
+def _check_can_push(repo_id: str, offline: bool) -> None:
+    """Refuse ``--push`` / ``push_to`` before anything is written: an invalid repo id, ``HF_HUB_OFFLINE``, or no
+    token."""
+    from huggingface_hub import get_token
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise ValueError(f"`--push` {repo_id!r} is not a valid Hub repo id (`org/name`): {err}") from None
+    if offline:
+        raise ValueError("`--push` needs the Hub, but HF_HUB_OFFLINE is set; unset it to push")
+    if not get_token():
+        raise ValueError("`--push` needs a Hugging Face token: run `hf auth login` or set HF_TOKEN")
 
 
 def push_folder_to_hub(

@@ -3,10 +3,13 @@
 Loads GSM8K (``openai/gsm8k``, config ``main``, split ``test`` with ``datasets``; or a local JSON-lines file with
 ``question``/``answer`` fields via ``--data-file``), runs each strategy on the first ``--limit`` questions in batches,
 prints a table (accuracy, mean generated tokens, wall seconds) and writes ``results.json`` and ``accuracy.png`` to
-``--out-dir``. ``majority`` and ``thinkmerge`` are compared on the same sampled traces.
+``--out-dir`` (checked before anything is computed; existing results are replaced only with ``--overwrite``), plus
+``results.partial.json`` after every batch while it runs. ``majority`` and ``thinkmerge`` are compared on the same sampled traces.
 """
 
 from __future__ import annotations
+
+from hfx.commands import _types
 
 
 HELP = "Evaluate decoding strategies (greedy, sample, majority, thinkmerge) on GSM8K."
@@ -21,34 +24,78 @@ def add_arguments(parser) -> None:
         default="greedy,majority,thinkmerge",
         help="comma-separated among greedy, sample, majority, thinkmerge (default: greedy,majority,thinkmerge)",
     )
-    parser.add_argument("--limit", type=int, default=20, help="number of test questions (default: 20)")
+    parser.add_argument("--limit", type=_types.positive_int, default=20, help="number of test questions (default: 20)")
     parser.add_argument("--data-file", default=None, help="local GSM8K JSON-lines file (offline); default: the Hub")
     add_decoding_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=8, help="questions per batch (default: 8)")
-    parser.add_argument("--out-dir", default="outputs/gsm8k", help="where results.json and accuracy.png go")
+    parser.add_argument("--batch-size", type=_types.positive_int, default=8, help="questions per batch (default: 8)")
+    parser.add_argument(
+        "--out-dir",
+        default="outputs/gsm8k",
+        help="where results.json and accuracy.png go (a new or empty folder, unless --overwrite)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="allow replacing results.json / accuracy.png in --out-dir"
+    )
 
 
 def load_gsm8k(data_file: str | None, limit: int):
-    """The first ``limit`` GSM8K test rows as a list of dicts (``question``, ``answer``)."""
-    from datasets import load_dataset
+    """The first ``limit`` GSM8K test rows as a list of dicts (``question``, ``answer``).
+
+    Raises:
+        FileNotFoundError: if ``data_file`` does not exist (or the Hub copy cannot be loaded).
+        ValueError: if ``data_file`` is a folder, empty, not JSON lines, or its rows lack string ``question`` /
+            ``answer`` fields (e.g. an MT-Bench file).
+    """
+    import json
+    from pathlib import Path
 
     if data_file:
-        dataset = load_dataset("json", data_files=data_file, split="train")
-    else:
-        try:
-            dataset = load_dataset("openai/gsm8k", "main", split="test")
-        except Exception as err:
-            raise FileNotFoundError(
-                f"could not load `openai/gsm8k` from the Hub ({type(err).__name__}); pass a local copy with "
-                "`--data-file PATH` (JSON lines with `question` and `answer`, e.g. ../shared/data/gsm8k/test.jsonl)"
-            ) from err
+        path = Path(data_file)
+        if not path.exists():
+            raise FileNotFoundError(f"`--data-file` {data_file!r} does not exist")
+        if not path.is_file():
+            raise ValueError(f"`--data-file` must be a JSON-lines file, but {data_file!r} is a folder")
+        rows = []
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    raise ValueError(
+                        f"`--data-file` {data_file!r} line {number} is not JSON (expected JSON lines with `question` "
+                        "and `answer`)"
+                    ) from None
+                if not (isinstance(row, dict) and isinstance(row.get("question"), str)
+                        and isinstance(row.get("answer"), str)):  # fmt: skip
+                    fields = sorted(row) if isinstance(row, dict) else type(row).__name__
+                    raise ValueError(  # noqa: TRY004 -- bad file content, not a bad Python argument
+                        f"`--data-file` {data_file!r} line {number} needs string fields `question` and `answer` "
+                        f"(GSM8K format), but has {fields}"
+                    )
+                rows.append({"question": row["question"], "answer": row["answer"]})
+                if len(rows) >= limit:
+                    break
+        if not rows:
+            raise ValueError(f"`--data-file` {data_file!r} holds no rows")
+        return rows
+    from datasets import load_dataset
+
+    try:
+        dataset = load_dataset("openai/gsm8k", "main", split="test")
+    except Exception as err:
+        raise FileNotFoundError(
+            f"could not load `openai/gsm8k` from the Hub ({type(err).__name__}); pass a local copy with "
+            "`--data-file PATH` (JSON lines with `question` and `answer`, e.g. ../shared/data/gsm8k/test.jsonl)"
+        ) from err
     return [dataset[i] for i in range(min(limit, len(dataset)))]
 
 
 def run(args) -> int:
     import sys
 
-    from hfx.commands.generate import load_backend, vllm_backend_error
+    from hfx.commands.generate import load_backend, token_progress, vllm_backend_error
 
     error = vllm_backend_error(args, "eval")
     if error:
@@ -57,7 +104,25 @@ def run(args) -> int:
     import json
     import time
     from datetime import datetime, timezone
-    from pathlib import Path
+
+    from hfx._artifacts import prepare_output_dir
+
+    # outputs and inputs are checked before the heavy imports and any compute: a bad --out-dir never costs a run
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    if len(set(strategies)) != len(strategies):
+        raise ValueError(f"`--strategies` names a strategy twice: {args.strategies!r}")
+    out_dir = prepare_output_dir(args.out_dir, overwrite=True, arg="--out-dir", create=False)
+    if not args.overwrite and any((out_dir / name).exists() for name in ("results.json", "accuracy.png")):
+        raise ValueError(
+            f"`--out-dir` {args.out_dir!r} already holds results.json / accuracy.png; choose a new folder or pass "
+            "--overwrite"
+        )
+    if args.model is not None and args.model != "default":
+        from hfx._artifacts import resolve_model
+
+        resolve_model(args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id")
+    if args.data_file:
+        rows = load_gsm8k(args.data_file, args.limit)
 
     import torch
     from tqdm.auto import tqdm
@@ -65,23 +130,21 @@ def run(args) -> int:
     from hfx.generation.thinkmerge.answer import gsm8k_reference, is_correct
     from hfx.generation.thinkmerge.baselines import STRATEGIES, run_strategies
 
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown or not strategies:
         raise ValueError(f"`--strategies` must be a comma-separated subset of {STRATEGIES}, got {args.strategies!r}")
-    for name in ("num_traces", "limit", "batch_size", "max_thinking_tokens", "max_new_tokens"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
-    if args.data_file and not Path(args.data_file).is_file():
-        raise FileNotFoundError(f"`--data-file` {args.data_file!r} does not exist")
-
-    rows = load_gsm8k(args.data_file, args.limit)
+    if not args.data_file:
+        rows = load_gsm8k(None, args.limit)  # the Hub copy
+    out_dir = prepare_output_dir(args.out_dir, overwrite=True, arg="--out-dir")
     model, tokenizer = load_backend(args)
     extra = {"merge": args.merge, "num_candidates": args.num_candidates} if args.merge != "direct" else {}
     per_question = [{"question": r["question"], "reference": gsm8k_reference(r["answer"])} for r in rows]
     seconds = dict.fromkeys(strategies, 0.0)
     start = time.perf_counter()
     progress = tqdm(total=len(rows) * len(strategies), desc="gsm8k", unit="answer")
+    steps = tqdm(desc="decoding steps", unit="tok", leave=False, position=1)
+    if args.backend == "hf":
+        extra["logits_processor"] = token_progress(steps)
     for i, first in enumerate(range(0, len(rows), args.batch_size)):
         batch = per_question[first : first + args.batch_size]
 
@@ -107,7 +170,11 @@ def run(args) -> int:
                     "traces": result.traces,
                     **({"answers": result.answers} if result.answers else {}),
                 }
+        # partial results as they come, so an interrupted run keeps the questions already answered
+        done_questions = per_question[: first + len(batch)]
+        (out_dir / "results.partial.json").write_text(json.dumps({"partial": True, "questions": done_questions}))
     progress.close()
+    steps.close()
     total_seconds = time.perf_counter() - start
 
     summary = {}
@@ -131,8 +198,6 @@ def run(args) -> int:
         f"total wall time {total_seconds:.1f} s; majority and thinkmerge share their sampled traces (counted in both)"
     )
 
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     result = {
         "task": "gsm8k",
         "model": args.model or "default (SmolLM2-135M-Instruct, embedded)",
@@ -145,6 +210,7 @@ def run(args) -> int:
         "questions": per_question,
     }
     (out_dir / "results.json").write_text(json.dumps(result, indent=2))
+    (out_dir / "results.partial.json").unlink(missing_ok=True)
     _plot(summary, out_dir / "accuracy.png", len(per_question), args)
     print(f"wrote {out_dir / 'results.json'} and {out_dir / 'accuracy.png'}")
     return 0

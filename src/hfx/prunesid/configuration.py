@@ -9,6 +9,8 @@ builds the PruneSID class. Without hfx, transformers does not know the type and 
 the stock class. Stock ``"llava"`` folders are untouched: they still load as the stock classes.
 
 Each class only adds the ``prunesid`` field (a dict or `None`) to the stock config; everything else is inherited.
+Loading a ``prunesid_*`` ``config.json`` without the ``prunesid`` key raises (write ``"prunesid": null`` to load
+it unpruned on purpose), and so does a ``config.json`` of an unrelated ``model_type``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from huggingface_hub.dataclasses import strict
 from transformers.models.llava.configuration_llava import LlavaConfig
 from transformers.models.llava_next.configuration_llava_next import LlavaNextConfig
 from transformers.models.llava_next_video.configuration_llava_next_video import LlavaNextVideoConfig
+
+from hfx._artifacts import strict_config_loading
 
 
 @strict
@@ -30,6 +34,9 @@ class PruneSIDLlavaConfig(LlavaConfig):
 
     model_type = "prunesid_llava"
     prunesid: dict | None = None
+    get_config_dict, from_dict = strict_config_loading(
+        ("prunesid_llava", "llava"), ("prunesid",), required_for="prunesid_llava"
+    )
 
 
 @strict
@@ -38,6 +45,9 @@ class PruneSIDLlavaNextConfig(LlavaNextConfig):
 
     model_type = "prunesid_llava_next"
     prunesid: dict | None = None
+    get_config_dict, from_dict = strict_config_loading(
+        ("prunesid_llava_next", "llava_next"), ("prunesid",), required_for="prunesid_llava_next"
+    )
 
 
 @strict
@@ -46,6 +56,9 @@ class PruneSIDLlavaNextVideoConfig(LlavaNextVideoConfig):
 
     model_type = "prunesid_llava_next_video"
     prunesid: dict | None = None
+    get_config_dict, from_dict = strict_config_loading(
+        ("prunesid_llava_next_video", "llava_next_video"), ("prunesid",), required_for="prunesid_llava_next_video"
+    )
 
 
 # stock config class -> PruneSID config class

@@ -412,6 +412,14 @@ class OfflineRouter(
                 local_files_only=local_files_only,
                 token=token,
             )
+        from hfx._artifacts import artifact_type
+
+        kind = artifact_type(folder)
+        if kind != "hfx_bayesian_router":
+            raise ValueError(
+                f"`{model_id}` is not an OfflineRouter folder (it holds a {kind!r} artifact): pass a folder written by "
+                "`OfflineRouter.save_pretrained`"
+            )
         model = cls(**model_kwargs)
         load_model(model, os.path.join(folder, "model.safetensors"), strict=strict, device=map_location)
         if any(os.path.isfile(os.path.join(folder, f)) for f in ("tokenizer.json", "tokenizer_config.json")):

@@ -86,8 +86,12 @@ class OfflineRouterTrainer(Trainer):
                 "`model` has no tokenizer: build it with `OfflineRouter.from_encoder(encoder, tokenizer, ...)`"
             )
         if args is None:
+            import tempfile
+
+            # no stray ./offline-router/ in the caller's directory: checkpoints are off (save_strategy "no"); save
+            # the router with `trainer.save_model(PATH)` or `model.save_pretrained(PATH)`
             args = TrainingArguments(
-                output_dir="offline-router",
+                output_dir=tempfile.mkdtemp(prefix="offline-router-"),
                 learning_rate=2e-5,
                 per_device_train_batch_size=8,
                 num_train_epochs=2,

@@ -177,6 +177,11 @@ def _call_value_function(value_function, input_ids, attention_mask, prompt_lengt
             raise ValueError(
                 f"`value_function` must return values of shape (N, G) = ({ids.shape[0]}, G), got {tuple(out.shape)}"
             )
+        if out.is_floating_point() and not torch.isfinite(out).all():
+            raise ValueError(
+                "`value_function` returned NaN or infinite values; RMOD cannot weigh objectives on them (check the "
+                "value model / objective for overflow)"
+            )
         chunks.append(out.float())
     return torch.cat(chunks, dim=0)
 
@@ -300,6 +305,10 @@ def rmod(
 
     K = num_branches
     batch_size, prompt_length = input_ids.shape
+    if batch_size == 0 or prompt_length == 0:
+        raise ValueError(
+            f"`input_ids` is empty (shape {tuple(input_ids.shape)}); RMOD needs at least one prompt token per row"
+        )
     device = input_ids.device
     pad_token_id = generation_config._pad_token_tensor
     if pad_token_id is None:

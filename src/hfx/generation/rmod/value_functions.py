@@ -27,6 +27,8 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from hfx._artifacts import strict_config_loading
+
 
 try:  # transformers >= 5.20: PreTrainedConfig builds sub-configs declared with SubConfigSpec
     from transformers.configuration_utils import SubConfigSpec
@@ -143,6 +145,9 @@ class MultiObjectiveValueConfig(PreTrainedConfig):
     """
 
     model_type = "hfx_rmod_value"
+    # another artifact's config.json (or one without `backbone_config`) is refused instead of building a default
+    # 4096-wide Llama backbone
+    get_config_dict, from_dict = strict_config_loading(("hfx_rmod_value",), ("backbone_config",))
     if SubConfigSpec is not None:
         sub_configs_defaults: ClassVar[dict] = {
             "backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")

@@ -108,6 +108,7 @@ def run_strategies(
     answer_do_sample: bool | None = None,
     seed: int = 0,
     on_strategy_done=None,
+    logits_processor=None,
     **thinkmerge_kwargs,
 ) -> tuple[dict[str, list[StrategyResult]], dict[str, float]]:
     """Run the strategies on a batch of questions; ``majority`` and ``thinkmerge`` share the same K traces.
@@ -121,6 +122,8 @@ def run_strategies(
         temperature, top_p (`float`): thinking sampling settings (greedy ignores them).
         answer_do_sample (`bool`, *optional*): answer-stage sampling (defaults to the thinking setting).
         seed (`int`): ``torch.manual_seed`` before each strategy.
+        logits_processor (`LogitsProcessorList`, *optional*): passed to every ``generate`` call (e.g. the CLI's
+            per-token progress bar).
         on_strategy_done (`Callable[[str], None]`, *optional*): called with a strategy's name when it finishes (for
             progress bars).
         **thinkmerge_kwargs: more :func:`thinkmerge` arguments (``merge``, ``num_candidates``, ``trim_repetitions``).
@@ -149,6 +152,8 @@ def run_strategies(
         return_dict_in_generate=True,
         pad_token_id=tokenizer.pad_token_id,
     )
+    if logits_processor is not None:
+        common["logits_processor"] = logits_processor
     sampling = dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
     results: dict[str, list[StrategyResult]] = {}
     seconds: dict[str, float] = {}

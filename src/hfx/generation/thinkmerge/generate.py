@@ -746,6 +746,18 @@ def _answer_stage(
 
 
 @torch.no_grad()
+def _check_token_ids(model, ids: list[int], name: str) -> None:
+    """Raise a `ValueError` naming ``name`` when a token id is outside the model's vocabulary (instead of an
+    ``IndexError`` deep in the embedding)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    vocab_size = getattr(embeddings, "num_embeddings", None)
+    if vocab_size is None:
+        return
+    bad = [i for i in ids if not 0 <= int(i) < vocab_size]
+    if bad:
+        raise ValueError(f"`{name}` holds token ids outside the vocabulary [0, {vocab_size}): {bad}")
+
+
 def thinkmerge(
     model,
     input_ids: torch.LongTensor,
@@ -867,6 +879,10 @@ def thinkmerge(
         pad_token_id = eos_ids[0] if eos_ids else 0
     pad_token_id = int(pad_token_id.item() if isinstance(pad_token_id, torch.Tensor) else _token_list(pad_token_id)[0])
     batch_size, prompt_length = input_ids.shape
+    if batch_size == 0 or prompt_length == 0:
+        raise ValueError(
+            f"`input_ids` is empty (shape {tuple(input_ids.shape)}); ThinkMerge needs at least one prompt token per row"
+        )
     use_cache = model_kwargs.get("use_cache", generation_config.use_cache) is not False
     attention_mask = model_kwargs.get("attention_mask")
     if attention_mask is None:
@@ -876,6 +892,7 @@ def thinkmerge(
     candidate_traces = candidate_lengths = merged_indices = ready_steps = None
     if traces is None:
         delimiter = Delimiter(think_end, think_end_tokenizer)
+        _check_token_ids(model, delimiter.ids + delimiter.forced_ids, "think_end")
         generated, body_length, delimiter_length, ready_step = _sample_traces(
             model,
             input_ids,

@@ -28,17 +28,31 @@ def load_clip(source: str | Path | None = None, local_files_only: bool = True):
     """
     from transformers import CLIPModel, CLIPProcessor
 
+    from hfx._artifacts import _cached_snapshot, resolve_model
+
     from .pipeline_clip_inversion import CLIPInversionPipeline
 
     if source is not None:
-        path = Path(source)
+        # checked before loading: another artifact's folder would otherwise build a default-sized CLIP
+        path = Path(
+            resolve_model(
+                str(source),
+                arg="source",
+                allowed=("clip", "diffusers:CLIPInversionPipeline"),
+                what="a CLIP folder or a saved CLIP^-1 pipeline",
+            )
+        )
         if (path / "model_index.json").is_file():
             pipe = CLIPInversionPipeline.from_pretrained(path)
             return pipe, pipe.clip_model, pipe.processor, f"CLIP^-1 pipeline folder {source}"
-        return None, CLIPModel.from_pretrained(str(source)), CLIPProcessor.from_pretrained(str(source)), str(source)
+        return None, CLIPModel.from_pretrained(str(path)), CLIPProcessor.from_pretrained(str(path)), str(source)
     try:
-        model = CLIPModel.from_pretrained(PAPER_CLIP, local_files_only=local_files_only)
-        processor = CLIPProcessor.from_pretrained(PAPER_CLIP, local_files_only=local_files_only)
+        # the paper's CLIP from the local cache only, resolved to its snapshot folder: no network look-up at all
+        cached = _cached_snapshot(PAPER_CLIP) if local_files_only else PAPER_CLIP
+        if cached is None:
+            raise OSError(f"{PAPER_CLIP} is not in the local HF cache")
+        model = CLIPModel.from_pretrained(cached, local_files_only=local_files_only)
+        processor = CLIPProcessor.from_pretrained(cached, local_files_only=local_files_only)
         return None, model, processor, f"{PAPER_CLIP} (local HF cache)"
     except OSError:
         from hfx.testing import tiny_clip

@@ -54,9 +54,14 @@ def _fresh_adapter(out_dir: Path) -> None:
 
     from .config import SLAOConfig
 
+    hub_id = None
     if is_default_model_available():
+        from hfx.models import default_model_path
+
         base, _ = load_default_model()
-        base.name_or_path = DEFAULT_MODEL_ID
+        # saved with the local path (PEFT then never asks the Hub about the base); the Hub id is written afterwards
+        base.name_or_path = str(default_model_path())
+        hub_id = DEFAULT_MODEL_ID
     else:
         from hfx.testing import tiny_llama
 
@@ -65,6 +70,13 @@ def _fresh_adapter(out_dir: Path) -> None:
         r=8, lora_alpha=32, lora_dropout=0.1, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"
     )
     get_peft_model(base, config).save_pretrained(str(out_dir))
+    if hub_id is not None:
+        import json
+
+        path = out_dir / "adapter_config.json"
+        adapter = json.loads(path.read_text())
+        adapter["base_model_name_or_path"] = hub_id
+        path.write_text(json.dumps(adapter, indent=2, sort_keys=True) + "\n")
 
 
 def publish(out_dir: Path, source: str | Path | None = None, **kw: Any) -> Path:
