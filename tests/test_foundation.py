@@ -107,7 +107,7 @@ def test_import_hfx_does_not_load_heavy_optional_libraries():
     result = _run_python(
         """
         import sys, hfx
-        heavy = [m for m in ("trl", "peft", "diffusers", "datasets", "matplotlib") if m in sys.modules]
+        heavy = [m for m in ("trl", "peft", "diffusers", "datasets", "matplotlib", "torch_geometric") if m in sys.modules]
         print(",".join(heavy))
         """
     )

@@ -47,6 +47,11 @@ _LAZY = {
     "LinUCBRouter": "hfx.routing",
     "RandomRouter": "hfx.routing",
     "RoutedRewardModel": "hfx.routing",
+    # GNNs (PyTorch Geometric)
+    "SelfInterpretableGNN": "hfx.gnn",
+    "SelfInterpretableGNNConfig": "hfx.gnn",
+    "SelfConsistencyLoss": "hfx.gnn",
+    "SelfConsistencyTrainer": "hfx.gnn",
 }
 _SUBMODULES = {
     "generation",
@@ -55,6 +60,7 @@ _SUBMODULES = {
     "pipelines",
     "routing",
     "prunesid",
+    "gnn",
     "hub",
     "models",
     "testing",

@@ -8,6 +8,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx publish NAME --out DIR [--push REPO_ID]
     hfx prune IMAGE --num-tokens 64 [--model ...]
     hfx synthesize "a red apple on a table" --steps 400 --out apple.png [--model ...]
+    hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] [--out DIR] [--plot PNG]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ COMMANDS = {
     "publish": "hfx.commands.publish",
     "prune": "hfx.commands.prune",
     "synthesize": "hfx.commands.synthesize",
+    "sc-gnn": "hfx.commands.sc_gnn",
 }
 
 

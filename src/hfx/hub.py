@@ -28,6 +28,7 @@ PUBLISHERS: dict[str, str] = {
     "slao": "hfx.tuners.slao.hub:publish",
     "clip-inversion": "hfx.pipelines.clip_inversion.hub:publish",
     "bayesian-router": "hfx.routing.hub:publish",
+    "sc-gnn": "hfx.gnn.self_consistency.hub:publish",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
@@ -111,7 +112,7 @@ def publish(name: str, out_dir: str | Path, push_to: str | None = None, **kwargs
 
     Args:
         name (`str`): one of :data:`PUBLISHERS` (``thinkmerge``, ``rmod-value``, ``thr-grpo``, ``prunesid-llava``,
-            ``slao``, ``clip-inversion``, ``bayesian-router``).
+            ``slao``, ``clip-inversion``, ``bayesian-router``, ``sc-gnn``).
         out_dir (`str` or `Path`): destination folder (created).
         push_to (`str`, *optional*): a Hub repo id; the folder is uploaded with :func:`push_folder_to_hub`.
         **kwargs: passed to the artifact's writer (e.g. ``source=`` a trained checkpoint folder).
