@@ -10,9 +10,9 @@ import torch
 
 pytest.importorskip("torch_geometric")
 
-from torch_geometric.data import Batch, Data  # noqa: E402
+from torch_geometric.data import Batch, Data
 
-from hfx.gnn.self_consistency import (  # noqa: E402
+from hfx.gnn.self_consistency import (
     GraphCollator,
     SelfConsistencyLoss,
     SelfConsistencyTrainer,
@@ -131,7 +131,7 @@ def test_sc_loss_argument_errors():
 @pytest.mark.parametrize("si_gnn", ["gsat", "cal"])
 def test_sc_gradients_reach_only_the_explainer(graphs, si_gnn):
     model = SelfInterpretableGNN(_tiny_config(si_gnn=si_gnn, use_self_consistency=True)).train()
-    inputs, labels = _inputs(graphs)
+    inputs, _ = _inputs(graphs)
     out = model(**inputs)
     x, edge_index, batch = inputs["x"], inputs["edge_index"], inputs["batch"]
     sc = SelfConsistencyLoss()(
@@ -259,8 +259,13 @@ def test_trainer_finetune_stage_freezes_message_passing_and_trains_the_explainer
     convs = {k: v.clone() for k, v in model.encoder.convs.state_dict().items()}
     explainer = {k: v.clone() for k, v in model.explainer.state_dict().items()}
     args = SelfConsistencyTrainingArguments(
-        output_dir=str(tmp_path), num_train_epochs=2, per_device_train_batch_size=8, finetune_from_base=True,
-        use_cpu=True, disable_tqdm=True, logging_strategy="no",
+        output_dir=str(tmp_path),
+        num_train_epochs=2,
+        per_device_train_batch_size=8,
+        finetune_from_base=True,
+        use_cpu=True,
+        disable_tqdm=True,
+        logging_strategy="no",
     )
     trainer = SelfConsistencyTrainer(model=model, args=args, train_dataset=graphs[:16], eval_dataset=graphs[16:])
     trainer.train()
@@ -283,8 +288,13 @@ def test_best_validation_callback_restores_the_best_epoch_with_loss_tie_break():
     for epoch, acc, loss in history:
         with torch.no_grad():
             model.weight.fill_(epoch)
-        callback.on_evaluate(None, SimpleNamespace(epoch=float(epoch)), None, model=model,
-                             metrics={"eval_accuracy": acc, "eval_loss": loss})
+        callback.on_evaluate(
+            None,
+            SimpleNamespace(epoch=float(epoch)),
+            None,
+            model=model,
+            metrics={"eval_accuracy": acc, "eval_loss": loss},
+        )
     callback.on_train_end(None, None, None, model=model)
     assert model.weight.item() == 3.0 and callback.best_epoch == 2  # epoch 1 (index 0) is excluded by min_epoch
 
@@ -355,8 +365,9 @@ def test_collected_metrics_constant_explainer_is_perfectly_fid_minus_faithful(gr
     assert collected["edge_graph"].max() == len(graphs) - 1
     other = collect_explanations(SelfInterpretableGNN(_tiny_config()), graphs)
     ens = ensemble_metrics([collected, other, collected, other], ensemble_size=2)
-    single = structural_hamming_distance(torch.stack([collected["edge_attention"], other["edge_attention"]]),
-                                         collected["edge_graph"])[0]
+    single = structural_hamming_distance(
+        torch.stack([collected["edge_attention"], other["edge_attention"]]), collected["edge_graph"]
+    )[0]
     assert single > 0
     # 2-model ensembles: {0,1}|{2,3} and {0,3}|{1,2} are both (c + d) / 2 (distance 0); {0,2}|{1,3} is c vs d
     assert ens["shd_ensemble"] == pytest.approx(single / 3, rel=1e-5)
@@ -404,8 +415,26 @@ def test_cli_bad_input_is_one_line_error():
 def test_cli_trains_base_and_sc_and_saves(tmp_path):
     from hfx.cli import main
 
-    assert main(["sc-gnn", "--num-graphs", "40", "--epochs", "2", "--sc-epochs", "1", "--batch-size", "16",
-                 "--out", str(tmp_path / "m"), "--plot", str(tmp_path / "p.png")]) == 0
+    assert (
+        main(
+            [
+                "sc-gnn",
+                "--num-graphs",
+                "40",
+                "--epochs",
+                "2",
+                "--sc-epochs",
+                "1",
+                "--batch-size",
+                "16",
+                "--out",
+                str(tmp_path / "m"),
+                "--plot",
+                str(tmp_path / "p.png"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "m" / "config.json").is_file() and (tmp_path / "m" / "base" / "model.safetensors").is_file()
     assert (tmp_path / "p.png").stat().st_size > 1000
     assert SelfInterpretableGNN.from_pretrained(tmp_path / "m").config.use_self_consistency

@@ -52,7 +52,7 @@ _LAZY = {
     "publish": "hfx.gnn.self_consistency.hub",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_LAZY)  # noqa: PLE0605
 
 
 __getattr__, __dir__ = attach(__name__, _LAZY, __all__)

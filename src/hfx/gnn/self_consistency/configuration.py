@@ -90,7 +90,7 @@ class SelfInterpretableGNNConfig(PretrainedConfig):
     """
 
     model_type = "si_gnn"
-    keys_to_ignore_at_inference = [
+    keys_to_ignore_at_inference = [  # noqa: RUF012 (transformers reads a list)
         "node_embeddings",
         "attention_logits",
         "attention",
@@ -153,7 +153,9 @@ class SelfInterpretableGNNConfig(PretrainedConfig):
         if reg_loss_weight is None:
             reg_loss_weight = DEFAULT_REG_LOSS_WEIGHTS[si_gnn]
         if si_gnn == "att" and reg_loss_weight != 0:
-            raise ValueError(f"ATT has no regulariser: `reg_loss_weight` must be 0 or None, but is {reg_loss_weight!r}")
+            raise ValueError(
+                f"ATT has no regulariser: `reg_loss_weight` must be 0 or None, but is {reg_loss_weight!r}"
+            )
         for name, value in (
             ("ce_loss_weight", ce_loss_weight),
             ("reg_loss_weight", reg_loss_weight),

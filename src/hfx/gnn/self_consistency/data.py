@@ -40,7 +40,9 @@ def _seeded(seed: int):
 def _motif_graphs(motif, count: int, num_nodes: int, num_edges: int) -> list:
     if count == 0:
         return []
-    dataset = ExplainerDataset(BAGraph(num_nodes=num_nodes, num_edges=num_edges), motif, num_motifs=1, num_graphs=count)
+    dataset = ExplainerDataset(
+        BAGraph(num_nodes=num_nodes, num_edges=num_edges), motif, num_motifs=1, num_graphs=count
+    )
     return [dataset[i] for i in range(count)]
 
 

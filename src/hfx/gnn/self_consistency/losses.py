@@ -92,7 +92,8 @@ def bernoulli_kl(attention: torch.Tensor, r: float) -> torch.Tensor:
     ``att * log(att / r + 1e-6) + (1 - att) * log((1 - att) / (1 - r + 1e-6) + 1e-6)`` (GSAT, arXiv 2201.12987,
     Eq. 8)."""
     return (
-        attention * torch.log(attention / r + 1e-6) + (1 - attention) * torch.log((1 - attention) / (1 - r + 1e-6) + 1e-6)
+        attention * torch.log(attention / r + 1e-6)
+        + (1 - attention) * torch.log((1 - attention) / (1 - r + 1e-6) + 1e-6)
     ).mean()
 
 

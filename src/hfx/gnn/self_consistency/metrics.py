@@ -82,8 +82,12 @@ def collect_explanations(model: SelfInterpretableGNN, dataset, batch_size: int =
             minus_att = model.explain_embeddings(model.encode(x, edge_index, att), edge_index, batch)
             plus_att = model.explain_embeddings(model.encode(x, edge_index, 1 - att), edge_index, batch)
             if model.config.si_gnn == "cal":
-                minus_logits = model.predict_from_attention(x, edge_index, batch, minus_att, (att - minus_att).clamp(min=0))
-                plus_logits = model.predict_from_attention(x, edge_index, batch, plus_att, (1 - att - plus_att).clamp(min=0))
+                minus_logits = model.predict_from_attention(
+                    x, edge_index, batch, minus_att, (att - minus_att).clamp(min=0)
+                )
+                plus_logits = model.predict_from_attention(
+                    x, edge_index, batch, plus_att, (1 - att - plus_att).clamp(min=0)
+                )
             else:
                 minus_logits = model.predict_from_attention(x, edge_index, batch, minus_att)
                 plus_logits = model.predict_from_attention(x, edge_index, batch, plus_att)
@@ -121,7 +125,9 @@ def explanation_metrics(collected: dict[str, torch.Tensor]) -> dict[str, float]:
     metrics = {"accuracy": float((collected["predictions"] == collected["labels"]).float().mean())}
     known = collected["edge_label"] >= 0
     if bool(known.any()) and torch.unique(collected["edge_label"][known]).numel() == 2:
-        metrics["explanation_auc"] = explanation_auc(collected["edge_attention"][known], collected["edge_label"][known])
+        metrics["explanation_auc"] = explanation_auc(
+            collected["edge_attention"][known], collected["edge_label"][known]
+        )
     metrics.update(
         fidelity_scores(collected["predictions"], collected["minus_predictions"], collected["plus_predictions"])
     )

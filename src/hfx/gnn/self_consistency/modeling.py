@@ -8,6 +8,7 @@ messages are multiplied by the edge attention, an explainer MLP with instance no
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -61,7 +62,9 @@ def _gin_mlp(in_channels: int, out_channels: int) -> nn.Sequential:
 
 
 def _classifier_head(hidden_size: int, num_logits: int) -> nn.Sequential:
-    return nn.Sequential(_gin_mlp(hidden_size, hidden_size), nn.BatchNorm1d(hidden_size), nn.Linear(hidden_size, num_logits))
+    return nn.Sequential(
+        _gin_mlp(hidden_size, hidden_size), nn.BatchNorm1d(hidden_size), nn.Linear(hidden_size, num_logits)
+    )
 
 
 class GINEncoder(nn.Module):
@@ -91,7 +94,7 @@ class AttentionExplainer(nn.Module):
         self.attention_level = attention_level
         in_channels = 2 * hidden_size if attention_level == "edge" else hidden_size
         channels = [in_channels, 2 * in_channels, hidden_size, 1]
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(channels[:-1], channels[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(channels))
         self.norms = nn.ModuleList(InstanceNorm(c) for c in channels[1:-1])
         self.dropout = dropout
 
@@ -347,7 +350,11 @@ class SelfInterpretableGNN(PreTrainedModel):
         self.eval()
         try:
             batch = getattr(data, "batch", None)
-            out = self(data.x.to(self.device), data.edge_index.to(self.device), None if batch is None else batch.to(self.device))
+            out = self(
+                data.x.to(self.device),
+                data.edge_index.to(self.device),
+                None if batch is None else batch.to(self.device),
+            )
         finally:
             self.train(was_training)
         return out.edge_attention
@@ -359,7 +366,11 @@ class SelfInterpretableGNN(PreTrainedModel):
         self.eval()
         try:
             batch = getattr(data, "batch", None)
-            out = self(data.x.to(self.device), data.edge_index.to(self.device), None if batch is None else batch.to(self.device))
+            out = self(
+                data.x.to(self.device),
+                data.edge_index.to(self.device),
+                None if batch is None else batch.to(self.device),
+            )
         finally:
             self.train(was_training)
         return logits_to_predictions(out.logits)

@@ -62,8 +62,15 @@ def plot_explanations(
             truth = [e for e in edges if float(label[undirected[e]].max()) > 0.5]
             nx.draw_networkx_edges(g, pos, edgelist=truth, ax=ax, width=6, edge_color="#e41a1c", alpha=0.35)
         nx.draw_networkx_edges(
-            g, pos, edgelist=edges, ax=ax, width=[0.5 + 3 * v for v in values], edge_color=values,
-            edge_cmap=plt.cm.Greys, edge_vmin=0.0, edge_vmax=1.0,
+            g,
+            pos,
+            edgelist=edges,
+            ax=ax,
+            width=[0.5 + 3 * v for v in values],
+            edge_color=values,
+            edge_cmap=plt.cm.Greys,
+            edge_vmin=-0.25,
+            edge_vmax=1.0,  # attention 0 stays visible (light grey)
         )
         nx.draw_networkx_nodes(g, pos, ax=ax, node_size=18, node_color="#377eb8")
         ax.set_title(name, fontsize=10)

@@ -194,7 +194,12 @@ class SelfConsistencyTrainer(Trainer):
             self.best_validation = BestValidationCallback(min_epoch=min_epoch)
             callbacks.append(self.best_validation)
         super().__init__(
-            model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, callbacks=callbacks, **kwargs
+            model=model,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            callbacks=callbacks,
+            **kwargs,
         )
         if args.finetune_from_base:
             model.freeze_message_passing()
@@ -309,19 +314,27 @@ def train_si_gnn(
     args = args or SelfConsistencyTrainingArguments(output_dir="outputs/sc_gnn")
     finetune = config.use_self_consistency and config.sc_training == "finetune"
     if base_model is not None and not finetune:
-        raise ValueError("`base_model` is only used by the SC fine-tuning recipe (use_self_consistency=True, "
-                         "sc_training='finetune')")
+        raise ValueError(
+            "`base_model` is only used by the SC fine-tuning recipe (use_self_consistency=True, "
+            "sc_training='finetune')"
+        )
     result = SIGNNTrainingResult(model=None)
 
     def _run(model, stage_args):
         trainer = SelfConsistencyTrainer(
-            model=model, args=stage_args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+            model=model,
+            args=stage_args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
             callbacks=list(callbacks or []),
         )
         trainer.train()
         best = trainer.best_validation
         result.stages.append(
-            {"best_epoch": None if best is None else best.best_epoch, "metrics": {} if best is None else best.best_metrics}
+            {
+                "best_epoch": None if best is None else best.best_epoch,
+                "metrics": {} if best is None else best.best_metrics,
+            }
         )
         model.eval()
         return model
