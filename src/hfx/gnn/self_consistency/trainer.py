@@ -16,10 +16,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.utils import logging
 
 from .configuration import SelfInterpretableGNNConfig
 from .losses import SelfConsistencyLoss, si_gnn_loss
 from .modeling import SelfInterpretableGNN
+
+
+logger = logging.get_logger(__name__)
 
 
 class GraphCollator:
@@ -118,6 +122,11 @@ class BestValidationCallback(TrainerCallback):
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if self.best_state is not None and model is not None:
             model.load_state_dict(self.best_state)
+        elif model is not None:
+            logger.warning(
+                "No evaluated epoch had a 0-based index above `best_model_min_epoch`=%d: keeping the last weights.",
+                self.min_epoch,
+            )
 
 
 @dataclass
