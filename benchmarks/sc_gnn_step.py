@@ -42,10 +42,18 @@ def measure(method: str, finetune: bool, graphs, steps: int, seed: int = 0) -> d
     model = SelfInterpretableGNN(SelfInterpretableGNNConfig(si_gnn=method))
     with tempfile.TemporaryDirectory() as tmp:
         args = SelfConsistencyTrainingArguments(
-            output_dir=tmp, use_cpu=True, finetune_from_base=finetune, disable_tqdm=True, seed=seed
+            output_dir=tmp,
+            use_cpu=True,
+            finetune_from_base=finetune,
+            disable_tqdm=True,
+            seed=seed,
+            eval_strategy="no",
+            save_strategy="no",
         )
         trainer = SelfConsistencyTrainer(model=model, args=args, train_dataset=graphs)
         trainer.create_optimizer()
+        trainer.current_gradient_accumulation_steps = 1  # set by the Trainer's loop, which we bypass
+        model.train()
         inputs = GraphCollator()(graphs)
 
         def step(sc: bool) -> tuple[float, float]:

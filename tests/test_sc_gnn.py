@@ -33,6 +33,7 @@ from hfx.gnn.self_consistency import (
     reverse_edge_permutation,
     si_gnn_loss,
     structural_hamming_distance,
+    train_si_gnn,
 )
 
 
@@ -278,6 +279,27 @@ def test_trainer_finetune_stage_freezes_message_passing_and_trains_the_explainer
     metrics = trainer.evaluate()
     assert {"eval_accuracy", "eval_explanation_auc", "eval_sc_loss", "eval_ce_loss"} <= set(metrics)
     assert trainer.best_validation.best_epoch in (0, 1)
+
+
+def test_train_si_gnn_is_reproducible_from_the_seed(tmp_path, graphs):
+    # the benchmark's numbers must reproduce from its command: same seed, same weights; another seed, others
+    def train(seed):
+        args = SelfConsistencyTrainingArguments(
+            output_dir=str(tmp_path / str(seed)),
+            num_train_epochs=1,
+            per_device_train_batch_size=8,
+            best_model_min_epoch=0,
+            use_cpu=True,
+            disable_tqdm=True,
+            logging_strategy="no",
+            seed=seed,
+        )
+        config = _tiny_config(use_self_consistency=True, sc_training="joint")
+        return train_si_gnn(config, graphs[:16], graphs[16:], args).model.state_dict()
+
+    first, again, other = train(3), train(3), train(4)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert any(not torch.equal(first[k], other[k]) for k in first)
 
 
 def test_trainer_evaluation_of_a_node_task_matches_the_direct_metrics(tmp_path):
