@@ -108,7 +108,7 @@ def test_import_hfx_does_not_load_heavy_optional_libraries():
         """
         import sys, hfx
         heavy = [m for m in ("trl", "peft", "diffusers", "datasets", "matplotlib", "sklearn", "sentence_transformers",
-                             "smolagents", "rank_bm25") if m in sys.modules]
+                             "smolagents", "rank_bm25", "torch_geometric") if m in sys.modules]
         print(",".join(heavy))
         """
     )

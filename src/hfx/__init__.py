@@ -64,6 +64,11 @@ _LAZY = {
     # agents (smolagents)
     "heavy": "hfx.agents.heavy",
     "HeavyConfig": "hfx.agents.heavy",
+    # GNNs (PyTorch Geometric)
+    "SelfInterpretableGNN": "hfx.gnn",
+    "SelfInterpretableGNNConfig": "hfx.gnn",
+    "SelfConsistencyLoss": "hfx.gnn",
+    "SelfConsistencyTrainer": "hfx.gnn",
 }
 _SUBMODULES = {
     "generation",
@@ -76,6 +81,7 @@ _SUBMODULES = {
     "federated",
     "prunesid",
     "agents",
+    "gnn",
     "hub",
     "models",
     "testing",

@@ -34,6 +34,7 @@ PUBLISHERS: dict[str, str] = {
     "selective-ssm-theory": "hfx.models.selective_ssm.hub:publish",
     "memgas": "hfx.memory.memgas.hub:publish",
     "devft": "hfx.federated.devft.hub:publish",
+    "sc-gnn": "hfx.gnn.self_consistency.hub:publish",
 }
 
 # artifact name -> (artifact types its `source=` may hold, see hfx._artifacts.artifact_type; what that is, in words).
@@ -50,6 +51,7 @@ SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "selective-ssm-theory": (("hfx_selective_ssm",), "a folder saved by SelectiveSSMForSequenceClassification"),
     "memgas": (("hfx_memgas",), "a folder saved by MemGAS.save_pretrained"),
     "devft": (("peft:lora",), "a folder saved by DevFTResult.save_pretrained (the `hfx federate --out`)"),
+    "sc-gnn": (("si_gnn",), "a folder saved by SelfInterpretableGNN.save_pretrained"),
 }
 # publishers without an entry take no `source` (e.g. tail-data generates its data) and refuse one themselves
 
@@ -141,7 +143,7 @@ def publish(
     Args:
         name (`str`): one of :data:`PUBLISHERS` (``thinkmerge``, ``rmod-value``, ``thr-grpo``, ``prunesid-llava``,
             ``slao``, ``clip-inversion``, ``bayesian-router``, ``celo2``, ``tail-data``, ``selective-ssm-theory``,
-            ``memgas``, ``devft``).
+            ``memgas``, ``devft``, ``sc-gnn``).
         out_dir (`str` or `Path`): destination folder (created); must be new or empty unless ``overwrite``.
         push_to (`str`, *optional*): a Hub repo id; the folder is uploaded with :func:`push_folder_to_hub`.
         overwrite (`bool`, *optional*, defaults to `False`): allow writing into a non-empty ``out_dir``.
