@@ -27,8 +27,10 @@ def run(args) -> int:
     from hfx.hub import SOURCE_TYPES, publish
 
     # checked here with the flags' names (hfx.hub.publish checks them again, by their Python names)
-    if args.source is not None and args.name in SOURCE_TYPES and not (
-        args.name == "celo2" and Path(args.source).is_file()
+    if (
+        args.source is not None
+        and args.name in SOURCE_TYPES
+        and not (args.name == "celo2" and Path(args.source).is_file())
     ):
         allowed, what = SOURCE_TYPES[args.name]
         resolve_model(args.source, arg="--source", allowed=allowed, what=what)
