@@ -253,7 +253,7 @@ class HippoformerConfig(PreTrainedConfig):
     """
 
     model_type = "hippoformer"
-    sub_configs_defaults = {"mmtem_config": MMTEMConfig}
+    sub_configs_defaults = {"mmtem_config": MMTEMConfig}  # noqa: RUF012 -- transformers reads this class attribute
 
     mmtem_config: dict | PreTrainedConfig | None = None
     observation_vocab_size: int = 16

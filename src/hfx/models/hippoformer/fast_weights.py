@@ -29,6 +29,7 @@ Only torch is imported here (the folder can ship as Hub ``trust_remote_code`` fi
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -191,7 +192,7 @@ class MetaMLPMemory(nn.Module):
         activation(activation_name, torch.zeros(1))  # validates the name
         dims = [memory_size] + [hidden_size] * (depth - 1) + [memory_size]
         self.activation_name = activation_name
-        self.weights = nn.ParameterList([nn.Parameter(torch.empty(o, i)) for i, o in zip(dims[:-1], dims[1:])])
+        self.weights = nn.ParameterList([nn.Parameter(torch.empty(o, i)) for i, o in itertools.pairwise(dims)])
         self.biases = nn.ParameterList([nn.Parameter(torch.zeros(o)) for o in dims[1:]])
 
     @property

@@ -327,13 +327,13 @@ class MMTEMModel(MMTEMPreTrainedModel):
             raise ValueError('this configuration needs `memory_scan="recurrent"` (see MMTEMConfig)')
         x = self.sensory_encoder(observations)
         if cfg.memory_type == "hebbian":
-            gen, inf, corr, g_inf, g_corr, g = self._run_hebbian(self.path_integrate(actions), x)
+            gen, _inf, corr, g_inf, g_corr, g = self._run_hebbian(self.path_integrate(actions), x)
         elif cfg.consistency_feedback:
-            gen, inf, corr, g_inf, g_corr, g = self._run_meta_recurrent(None, x, self.transition_matrices()[actions])
+            gen, _inf, corr, g_inf, g_corr, g = self._run_meta_recurrent(None, x, self.transition_matrices()[actions])
         elif scan == "chunked":
-            gen, inf, corr, g_inf, g_corr, g = self._run_meta_chunked(self.path_integrate(actions), x)
+            gen, _inf, corr, g_inf, g_corr, g = self._run_meta_chunked(self.path_integrate(actions), x)
         else:
-            gen, inf, corr, g_inf, g_corr, g = self._run_meta_recurrent(self.path_integrate(actions), x)
+            gen, _inf, corr, g_inf, g_corr, g = self._run_meta_recurrent(self.path_integrate(actions), x)
         logits = self.observation_decoder(gen)
         inference_logits = self.observation_decoder(corr)
         out = MMTEMOutput(
