@@ -52,6 +52,11 @@ _LAZY = {
     "RoutedRewardModel": "hfx.routing",
     # optimizers (torch.optim)
     "Celo2": "hfx.optim",
+    # models (Hippoformer / mm-TEM)
+    "MMTEMConfig": "hfx.models.hippoformer",
+    "MMTEMModel": "hfx.models.hippoformer",
+    "HippoformerConfig": "hfx.models.hippoformer",
+    "HippoformerForNextObservation": "hfx.models.hippoformer",
 }
 _SUBMODULES = {
     "generation",
@@ -92,3 +97,13 @@ def _register_prunesid_with_auto_classes() -> None:
 
 
 _register_prunesid_with_auto_classes()
+
+
+def _register_hippoformer_with_auto_classes() -> None:
+    from .models.hippoformer.registration import TRIGGER_MODULES
+
+    for module, function in TRIGGER_MODULES.items():
+        _when_imported(module, f"hfx.models.hippoformer.registration:{function}")
+
+
+_register_hippoformer_with_auto_classes()

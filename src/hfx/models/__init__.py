@@ -20,8 +20,12 @@ _LAZY = {
     "load_causal_lm": ".default",
     "DEFAULT_SENTENCE_ENCODER_ID": ".default",
     "default_sentence_encoder_path": ".default",
+    "MMTEMConfig": ".hippoformer",
+    "MMTEMModel": ".hippoformer",
+    "HippoformerConfig": ".hippoformer",
+    "HippoformerForNextObservation": ".hippoformer",
 }
-_SUBMODULES: set[str] = {"default"}
+_SUBMODULES: set[str] = {"default", "hippoformer"}
 
 __all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 

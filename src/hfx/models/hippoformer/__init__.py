@@ -26,8 +26,18 @@ _LAZY = {
     "generalization_splits": ".data",
     "GRAPH_FAMILIES": ".data",
     "register": ".registration",
+    "next_observation_trainer": ".training",
+    "revisited_accuracy": ".training",
 }
-_SUBMODULES = {"configuration_hippoformer", "modeling_hippoformer", "fast_weights", "data", "registration", "hub"}
+_SUBMODULES = {
+    "configuration_hippoformer",
+    "modeling_hippoformer",
+    "fast_weights",
+    "data",
+    "registration",
+    "hub",
+    "training",
+}
 
 __all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 

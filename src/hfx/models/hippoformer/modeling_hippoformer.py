@@ -488,7 +488,7 @@ def matched_transformer_config(reference, **overrides) -> HippoformerConfig:
     base.update(overrides)
     heads = base.get("num_attention_heads", 4)
     best = None
-    for hidden in range(heads * 2, 1025, heads):
+    for hidden in range(heads * 2, 1025, heads * 2):  # even head_dim (RoPE)
         cfg = HippoformerConfig(
             **{**base, "hidden_size": hidden, "intermediate_size": base.get("intermediate_size", 2 * hidden)}
         )
@@ -498,6 +498,15 @@ def matched_transformer_config(reference, **overrides) -> HippoformerConfig:
         if count > target:
             break
     return best[1]
+
+
+def _register_auto() -> None:
+    from .registration import register_models
+
+    register_models()
+
+
+_register_auto()
 
 
 __all__ = [
