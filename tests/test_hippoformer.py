@@ -47,7 +47,7 @@ def test_linear_memory_write_then_read_recovers_value():
     after_state = mem.write_step(state, state, key, value, lr, None, None)
     torch.testing.assert_close(mem.read_state(after_state, key), value, atol=1e-5, rtol=0)
     # the chunked form reads the same memory at the next step
-    readers, end_state = mem.chunked_write(state, key[:, None], value[:, None], lr[:, None], None, None, chunk_size=4)
+    _readers, end_state = mem.chunked_write(state, key[:, None], value[:, None], lr[:, None], None, None, chunk_size=4)
     torch.testing.assert_close(mem.read_state(end_state, key), value, atol=1e-5, rtol=0)
 
 
@@ -354,9 +354,9 @@ def test_loss_decreases_within_100_steps_on_a_tiny_grid():
 
 
 def test_trainer_runs_and_save_load_exact(tmp_path):
-    import hfx  # noqa: F401 -- registers the Auto classes
     from transformers import AutoModel
 
+    import hfx  # noqa: F401 -- registers the Auto classes
     from hfx.models.hippoformer import HippoformerConfig, HippoformerForNextObservation, MMTEMModel
     from hfx.models.hippoformer.data import random_walk_dataset
     from hfx.models.hippoformer.training import next_observation_trainer, revisited_accuracy
