@@ -384,3 +384,30 @@ def test_trainer_runs_and_save_load_exact(tmp_path):
         assert type(loaded) is type(m)
         with torch.no_grad():
             torch.testing.assert_close(loaded(obs, act).logits, m(obs, act).logits, atol=0, rtol=0)
+
+
+def test_publish_writes_loadable_folder_with_card(tmp_path):
+    from transformers import AutoModel
+
+    from hfx.hub import PUBLISHERS, publish
+    from hfx.models.hippoformer import HippoformerForNextObservation, MMTEMModel
+
+    assert {"hippoformer", "mmtem"} <= set(PUBLISHERS)
+    for name, cls in (("hippoformer", HippoformerForNextObservation), ("mmtem", MMTEMModel)):
+        out = publish(name, tmp_path / name)
+        card = (out / "README.md").read_text()
+        assert card.startswith("---\n") and f"hfx_method: {name}" in card and "Untrained demo" in card
+        assert type(AutoModel.from_pretrained(out)) is cls
+
+
+def test_cli_trains_saves_and_rejects_bad_input(tmp_path, capsys):
+    from hfx.cli import main
+
+    assert main(["hippoformer", "--model", "lstm"]) == 2
+    assert "`--model` must be one of" in capsys.readouterr().err
+    assert main(["hippoformer", "--graph", "cube"]) == 2
+    assert main(["hippoformer", "--steps", "0"]) == 2
+    out = tmp_path / "m"
+    args = ["hippoformer", "--model", "transformer", "--steps", "2", "--num-walks", "8", "--out", str(out)]
+    assert main([*args, "--grid-size", "3", "--walk-length", "10", "--eval-size", "4", "--eval-length", "12"]) == 0
+    assert "accuracy on revisited nodes" in capsys.readouterr().out and (out / "config.json").is_file()

@@ -23,6 +23,7 @@ COMMANDS = {
     "publish": "hfx.commands.publish",
     "prune": "hfx.commands.prune",
     "synthesize": "hfx.commands.synthesize",
+    "hippoformer": "hfx.commands.hippoformer",
 }
 
 

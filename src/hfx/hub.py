@@ -30,6 +30,8 @@ PUBLISHERS: dict[str, str] = {
     "clip-inversion": "hfx.pipelines.clip_inversion.hub:publish",
     "bayesian-router": "hfx.routing.hub:publish",
     "celo2": "hfx.optim.celo2.hub:publish",
+    "hippoformer": "hfx.models.hippoformer.hub:publish",
+    "mmtem": "hfx.models.hippoformer.hub:publish_mmtem",
 }
 
 HFX_REPO_URL = "https://github.com/hfx-org/hfx"
