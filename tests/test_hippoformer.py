@@ -301,6 +301,7 @@ def test_random_walks_move_along_edges(graph):
     size = 4
     ds = random_walk_dataset(5, size=size, walk_length=30, vocab_size=7, graph=graph, seed=1)
     moves = {a: (dr, dc) for a, dr, dc in GRAPH_FAMILIES[graph]}
+    wraps = 0
     for row in ds:
         nodes, actions, rev = row["nodes"].tolist(), row["actions"].tolist(), row["revisited"].tolist()
         assert actions[0] == len(moves) and max(actions[1:]) < len(moves)
@@ -309,10 +310,12 @@ def test_random_walks_move_along_edges(graph):
             dr, dc = moves[actions[t]]
             if graph == "torus":
                 assert ((r0 + dr) % size, (c0 + dc) % size) == (r1, c1)
+                wraps += (r0 + dr, c0 + dc) != (r1, c1)
             else:
                 assert (r0 + dr, c0 + dc) == (r1, c1)
             assert rev[t] == (nodes[t] in nodes[:t])
         assert torch.equal(row["observations"], row["labels"])
+    assert (wraps > 0) == (graph == "torus")  # only the torus moves across its edges
     # same node -> same token within a walk
     row = ds[0]
     tokens = {}

@@ -12,6 +12,8 @@ made by :func:`generalization_splits`.
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 
 
@@ -105,7 +107,11 @@ def random_walk_dataset(
     kwargs = dict(
         num_walks=num_walks, size=size, walk_length=walk_length, vocab_size=vocab_size, graph=graph, seed=seed
     )
-    return Dataset.from_generator(gen, gen_kwargs=kwargs, keep_in_memory=True).with_format("torch")
+    # a private cache dir: `from_generator` would otherwise reuse a cached table keyed by the generator's arguments
+    # (stale after a code change); the table is kept in memory, so the folder can go at once
+    with tempfile.TemporaryDirectory(prefix="hfx_walks_") as cache_dir:
+        ds = Dataset.from_generator(gen, gen_kwargs=kwargs, keep_in_memory=True, cache_dir=cache_dir)
+    return ds.with_format("torch")
 
 
 def generalization_splits(
