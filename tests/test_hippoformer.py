@@ -414,3 +414,19 @@ def test_cli_trains_saves_and_rejects_bad_input(tmp_path, capsys):
     args = ["hippoformer", "--model", "transformer", "--steps", "2", "--num-walks", "8", "--out", str(out)]
     assert main([*args, "--grid-size", "3", "--walk-length", "10", "--eval-size", "4", "--eval-length", "12"]) == 0
     assert "accuracy on revisited nodes" in capsys.readouterr().out and (out / "config.json").is_file()
+
+
+def test_transformer_branch_is_causal_and_sliding_window():
+    from hfx.models.hippoformer import HippoformerConfig, HippoformerForNextObservation
+
+    torch.manual_seed(0)
+    cfg = HippoformerConfig(observation_vocab_size=6, hidden_size=16, structural_memory="none", sliding_window=4)
+    model = HippoformerForNextObservation(cfg).eval()
+    obs, act = walks(batch=2, steps=14)
+    changed = obs.clone()
+    changed[:, 2] = (changed[:, 2] + 1) % 6  # enters the Transformer at position 3 (as o_{t-1})
+    with torch.no_grad():
+        a, b = model(obs, act).logits, model(changed, act).logits
+    torch.testing.assert_close(a[:, :3], b[:, :3])  # causal, and o_t itself is never an input at step t
+    assert (a[:, 3] - b[:, 3]).abs().max() > 1e-6
+    torch.testing.assert_close(a[:, 9:], b[:, 9:])  # outside the window of 4 positions
