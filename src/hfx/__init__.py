@@ -69,6 +69,11 @@ _LAZY = {
     "SelfInterpretableGNNConfig": "hfx.gnn",
     "SelfConsistencyLoss": "hfx.gnn",
     "SelfConsistencyTrainer": "hfx.gnn",
+    # models (Hippoformer / mm-TEM)
+    "MMTEMConfig": "hfx.models.hippoformer",
+    "MMTEMModel": "hfx.models.hippoformer",
+    "HippoformerConfig": "hfx.models.hippoformer",
+    "HippoformerForNextObservation": "hfx.models.hippoformer",
 }
 _SUBMODULES = {
     "generation",
@@ -114,3 +119,13 @@ def _register_prunesid_with_auto_classes() -> None:
 
 
 _register_prunesid_with_auto_classes()
+
+
+def _register_hippoformer_with_auto_classes() -> None:
+    from .models.hippoformer.registration import TRIGGER_MODULES
+
+    for module, function in TRIGGER_MODULES.items():
+        _when_imported(module, f"hfx.models.hippoformer.registration:{function}")
+
+
+_register_hippoformer_with_auto_classes()

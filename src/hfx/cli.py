@@ -11,6 +11,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx memory add DIR SESSION.json [--no-llm]   |   hfx memory ask DIR "QUESTION" [--top-k 3] [--answer]
     hfx federate --method devft --clients 4 --out run/ [--stages 4,8,16,30] [--model ...]
     hfx heavy "QUESTION" --k 4 [--corpus pages.jsonl] [--model ...]
+    hfx hippoformer --model mmtem --steps 250 --out DIR
     hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] [--out DIR] [--plot PNG]
 
 Errors are a property of this dispatcher, so every sub-command inherits them: a bad input (``ValueError``,
@@ -38,6 +39,7 @@ COMMANDS = {
     "federate": "hfx.commands.federate",
     "heavy": "hfx.commands.heavy",
     "sc-gnn": "hfx.commands.sc_gnn",
+    "hippoformer": "hfx.commands.hippoformer",
 }
 
 

@@ -35,6 +35,8 @@ PUBLISHERS: dict[str, str] = {
     "memgas": "hfx.memory.memgas.hub:publish",
     "devft": "hfx.federated.devft.hub:publish",
     "sc-gnn": "hfx.gnn.self_consistency.hub:publish",
+    "hippoformer": "hfx.models.hippoformer.hub:publish",
+    "mmtem": "hfx.models.hippoformer.hub:publish_mmtem",
 }
 
 # artifact name -> (artifact types its `source=` may hold, see hfx._artifacts.artifact_type; what that is, in words).
@@ -52,6 +54,8 @@ SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "memgas": (("hfx_memgas",), "a folder saved by MemGAS.save_pretrained"),
     "devft": (("peft:lora",), "a folder saved by DevFTResult.save_pretrained (the `hfx federate --out`)"),
     "sc-gnn": (("si_gnn",), "a folder saved by SelfInterpretableGNN.save_pretrained"),
+    "hippoformer": (("hippoformer",), "a folder saved by HippoformerForNextObservation.save_pretrained"),
+    "mmtem": (("mmtem",), "a folder saved by MMTEMModel.save_pretrained"),
 }
 # publishers without an entry take no `source` (e.g. tail-data generates its data) and refuse one themselves
 
@@ -143,7 +147,7 @@ def publish(
     Args:
         name (`str`): one of :data:`PUBLISHERS` (``thinkmerge``, ``rmod-value``, ``thr-grpo``, ``prunesid-llava``,
             ``slao``, ``clip-inversion``, ``bayesian-router``, ``celo2``, ``tail-data``, ``selective-ssm-theory``,
-            ``memgas``, ``devft``, ``sc-gnn``).
+            ``memgas``, ``devft``, ``sc-gnn``, ``hippoformer``, ``mmtem``).
         out_dir (`str` or `Path`): destination folder (created); must be new or empty unless ``overwrite``.
         push_to (`str`, *optional*): a Hub repo id; the folder is uploaded with :func:`push_folder_to_hub`.
         overwrite (`bool`, *optional*, defaults to `False`): allow writing into a non-empty ``out_dir``.

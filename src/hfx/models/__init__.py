@@ -28,8 +28,13 @@ _LAZY = {
     "SelectiveSSMModel": ".selective_ssm",
     "SelectiveSSMForSequenceClassification": ".selective_ssm",
     "SyntheticSequenceConfig": ".selective_ssm",
+    # Hippoformer / mm-TEM (hippocampus-inspired structural memory): models/hippoformer/
+    "MMTEMConfig": ".hippoformer",
+    "MMTEMModel": ".hippoformer",
+    "HippoformerConfig": ".hippoformer",
+    "HippoformerForNextObservation": ".hippoformer",
 }
-_SUBMODULES: set[str] = {"default", "selective_ssm"}
+_SUBMODULES: set[str] = {"default", "selective_ssm", "hippoformer"}
 
 __all__ = sorted([*_LAZY, *_SUBMODULES])  # noqa: PLE0605
 
