@@ -448,6 +448,16 @@ def test_publish_demo_and_cli_errors(tmp_path, capsys):
     assert main(["federate", "--out", str(tmp_path / "x"), "--data-dir", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--data-dir" in err[0]
+    for bad in (
+        "4,0",
+        "4,,8",
+        "",
+        "99999",
+    ):  # --stages is parsed by its own type, outside the fuzz's int / float cases
+        with pytest.raises(SystemExit) as exit_:
+            main(["federate", "--out", str(tmp_path / "y"), "--stages", bad])
+        assert exit_.value.code == 2 and "argument --stages" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
 
 
 def test_import_is_light():

@@ -687,6 +687,19 @@ def test_cli_errors_are_one_line(tmp_path):
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_cli_add_refuses_a_non_empty_folder_that_is_no_memory(tmp_path, capsys):
+    from hfx.cli import main
+
+    other = tmp_path / "adapter"
+    other.mkdir()
+    (other / "adapter_config.json").write_text("{}")
+    (tmp_path / "s.txt").write_text("hello\nhi\n")
+    assert main(["memory", "add", str(other), str(tmp_path / "s.txt"), "--no-llm"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hfx memory: error:") and "MEMORY_DIR" in err and "\n" not in err
+    assert sorted(p.name for p in other.iterdir()) == ["adapter_config.json"]
+
+
 def test_publish_writes_a_loadable_folder_with_a_card(tmp_path, embedder):
     from huggingface_hub import ModelCard
 

@@ -475,9 +475,18 @@ def test_cli_runs_one_experiment_and_saves_it(tmp_path, capsys):
     assert {"train", "test", "history.json", "gates.png"} <= {p.name for p in (tmp_path / "run").iterdir()}
 
 
-def test_cli_bad_input_is_a_one_line_error(capsys):
+def test_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
     from hfx.cli import main
 
-    assert main(["ssm-theory", "--alpha-r", "0.2", "--alpha-c", "0.4"]) == 2
+    out = tmp_path / "run"
+    assert main(["ssm-theory", "--alpha-r", "0.2", "--alpha-c", "0.4", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("hfx ssm-theory: error:") and "alpha" in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_cli_recurrence_choices_follow_the_config():
+    from hfx.commands.ssm_theory import RECURRENCES
+    from hfx.models.selective_ssm.configuration_selective_ssm import RECURRENCES as CONFIG_RECURRENCES
+
+    assert RECURRENCES == CONFIG_RECURRENCES

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hfx.commands import _types
+
 
 HELP = (
     "Federated LoRA fine-tuning with DevFT (growing sub-models) or a baseline on Flower's simulation engine, clients "
@@ -13,13 +15,20 @@ HELP = (
 METHODS = ("devft", "fedit", "no_grouping", "no_fusion")
 
 
-def _int_list(text: str) -> list[int]:
+# upper bounds of the size flags: far above what a CPU / single-GPU run uses, low enough that a typo is refused
+# before the model is loaded
+MAX_LAYERS = 1024
+
+
+def _stages(text: str) -> list[int]:
+    """``--stages``: comma-separated layer counts, each in [1, MAX_LAYERS]."""
     import argparse
 
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+    layer = _types.int_range(1, MAX_LAYERS)
+    parts = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer counts, e.g. 4,8,16,30, got {text!r}")
+    return [layer(x) for x in parts]
 
 
 def add_arguments(parser) -> None:
@@ -30,19 +39,35 @@ def add_arguments(parser) -> None:
         "--data-dir", default=None, help="the cl_benchmark folder (default: ../shared/data/cl_benchmark)"
     )
     parser.add_argument("--tasks", default="agnews,amazon,dbpedia,yelp", help="comma-separated tasks (clients' mix)")
-    parser.add_argument("--train-per-task", type=int, default=100, help="training rows per task (default 100)")
-    parser.add_argument("--eval-per-task", type=int, default=25, help="test rows per task for the server (default 25)")
-    parser.add_argument("--clients", type=int, default=4, help="simulated clients (default 4)")
-    parser.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration over tasks (default 0.5)")
-    parser.add_argument("--stages", type=_int_list, default=None, help="layers per stage, e.g. 4,8,16,30")
-    parser.add_argument("--rounds-per-stage", type=int, default=2, help="rounds of each stage (default 2)")
-    parser.add_argument("--local-steps", type=int, default=4, help="local steps per round (default 4)")
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=5e-4, help="local AdamW learning rate (default 5e-4)")
-    parser.add_argument("--max-length", type=int, default=64, help="tokens per example (default 64)")
-    parser.add_argument("--lora-r", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=1, help="Ray actors running clients at once (default 1)")
-    parser.add_argument("--seed", type=int, default=0)
+    rows = _types.int_range(1, 10_000_000)
+    parser.add_argument("--train-per-task", type=rows, default=100, help="training rows per task (default 100)")
+    parser.add_argument(
+        "--eval-per-task", type=rows, default=25, help="test rows per task for the server (default 25)"
+    )
+    parser.add_argument("--clients", type=_types.int_range(1, 10_000), default=4, help="simulated clients (default 4)")
+    parser.add_argument(
+        "--alpha", type=_types.positive_float, default=0.5, help="Dirichlet concentration over tasks (default 0.5)"
+    )
+    parser.add_argument("--stages", type=_stages, default=None, help="layers per stage, e.g. 4,8,16,30")
+    parser.add_argument(
+        "--rounds-per-stage", type=_types.int_range(1, 100_000), default=2, help="rounds of each stage (default 2)"
+    )
+    parser.add_argument(
+        "--local-steps", type=_types.int_range(1, 1_000_000), default=4, help="local steps per round (default 4)"
+    )
+    parser.add_argument("--batch-size", type=_types.int_range(1, 65_536), default=4)
+    parser.add_argument(
+        "--lr", type=_types.positive_float, default=5e-4, help="local AdamW learning rate (default 5e-4)"
+    )
+    parser.add_argument(
+        "--max-length", type=_types.int_range(1, 1_048_576), default=64, help="tokens per example (default 64)"
+    )
+    parser.add_argument("--lora-r", type=_types.int_range(1, 65_536), default=8)
+    parser.add_argument(
+        "--workers", type=_types.int_range(1, 1024), default=1, help="Ray actors running clients at once (default 1)"
+    )
+    parser.add_argument("--seed", type=_types.seed, default=0)
+    parser.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out folder")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -63,11 +88,13 @@ def _data_dir(arg: str | None) -> Path:
 
 
 def run(args) -> int:
-    from hfx.federated.devft import DevFTConfig, load_cl_benchmark, run_devft
+    from hfx._artifacts import prepare_output_dir, require_artifact
 
-    if args.clients < 1 or args.train_per_task < 1 or args.eval_per_task < 1:
-        raise ValueError("`--clients`, `--train-per-task` and `--eval-per-task` must be positive")
-    tasks = [t for t in args.tasks.split(",") if t]
+    # every input and the output are checked before Flower, torch or the model are loaded
+    prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not tasks:
+        raise ValueError(f"`--tasks` must name at least one task (comma-separated), but is {args.tasks!r}")
     data_dir = _data_dir(args.data_dir)
     if args.model is None:
         from hfx.models.default import default_model_path
@@ -77,6 +104,10 @@ def run(args) -> int:
         model = Path(args.model)
         if not model.is_dir():
             raise ValueError(f"`--model` must be a local model folder (clients load it from disk), got {args.model!r}")
+        require_artifact(model, ("transformers:",), arg="--model", what="a causal LM folder (config.json)")
+
+    from hfx.federated.devft import DevFTConfig, load_cl_benchmark, run_devft
+
     settings = dict(
         stages=args.stages,
         rounds_per_stage=args.rounds_per_stage,
@@ -95,7 +126,7 @@ def run(args) -> int:
     result = run_devft(
         config, model, train, eval_dataset=test, dirichlet_alpha=args.alpha, progress=not args.no_progress
     )
-    out = result.save_pretrained(args.out)
+    out = result.save_pretrained(prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out"))
     result.plot(out / "devft_curves.png")
     print(f"{'round':>5} {'stage':>5} {'layers':>6} {'MiB':>8} {'eval loss':>9} {'acc':>6}")
     for r in result.history:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hfx.commands import _types
+
 
 HELP = (
     "Answer a question with Heavy test-time scaling (K search-agent trajectories + a verifier agent) over a local "
@@ -9,41 +11,64 @@ HELP = (
 )
 
 
+# upper bounds: far above what a run uses, low enough that a typo is refused before the model is loaded
+MAX_TRAJECTORIES = 1024
+MAX_BUDGET = 10_000
+MAX_NEW_TOKENS = 1_048_576
+
+
 def add_arguments(parser) -> None:
+    budget = _types.int_range(0, MAX_BUDGET)
     parser.add_argument("question", help="the question")
-    parser.add_argument("--k", type=int, default=4, help="K, parallel trajectories (default: 4)")
+    parser.add_argument(
+        "--k", type=_types.int_range(1, MAX_TRAJECTORIES), default=4, help="K, parallel trajectories (default: 4)"
+    )
     parser.add_argument("--corpus", default=None, help="a JSON-lines file of {title, text} pages (default: DBpedia)")
     parser.add_argument("--retriever", default="bm25", choices=["bm25", "dense"], help="search backend")
     parser.add_argument("--model", default=None, help="Hub id or local path (default: the embedded SmolLM2-135M)")
-    parser.add_argument("--solver-budget", type=int, default=2, help="tool calls per trajectory (default: 2)")
-    parser.add_argument("--verifier-budget", type=int, default=1, help="verifier tool calls per answer (default: 1)")
+    parser.add_argument("--solver-budget", type=budget, default=2, help="tool calls per trajectory (default: 2)")
+    parser.add_argument(
+        "--verifier-budget", type=budget, default=1, help="verifier tool calls per answer (default: 1)"
+    )
     parser.add_argument(
         "--selector",
         default="score_argmax",
         choices=["score_argmax", "weighted_vote", "best_of_k", "majority"],
         help="how the answer is chosen (majority: no verifier)",
     )
-    parser.add_argument("--rounds", type=int, default=0, help="budget-forcing rounds per trajectory (default: 0)")
-    parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per model call (default: 48)")
-    parser.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default: 0.7)")
+    parser.add_argument("--rounds", type=budget, default=0, help="budget-forcing rounds per trajectory (default: 0)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=_types.int_range(1, MAX_NEW_TOKENS),
+        default=48,
+        help="tokens per model call (default: 48)",
+    )
+    parser.add_argument(
+        "--temperature", type=_types.positive_float, default=0.7, help="sampling temperature (default: 0.7)"
+    )
     parser.add_argument(
         "--json-actions",
         action="store_true",
         help="use smolagents' JSON tool calls only (capable models); default: also plain-text actions, and the "
         "environment's first search, for small models",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=_types.seed, default=0, help="random seed (default: 0)")
 
 
 def run(args) -> int:
     from pathlib import Path
 
-    if args.k < 1:
-        raise ValueError(f"`--k` must be >= 1, but is {args.k}")
-    if args.corpus is not None and not Path(args.corpus).is_file():
-        raise FileNotFoundError(f"`--corpus` {args.corpus} is not a file (expected JSON lines of {{title, text}})")
+    from hfx._artifacts import resolve_model
+
+    # every input is checked before torch, smolagents or the model are loaded
     if not args.question.strip():
-        raise ValueError("the question is empty")
+        raise ValueError("`QUESTION` is empty")
+    if args.corpus is not None and not Path(args.corpus).is_file():
+        raise FileNotFoundError(f"`--corpus` {args.corpus!r} is not a file (expected JSON lines of {{title, text}})")
+    if args.model is not None:
+        args.model = resolve_model(
+            args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id"
+        )
     import torch
 
     from hfx.agents.heavy import BatchedTransformersModel, LocalCorpus, heavy, search_tools

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hfx.commands import _types
+
 
 HELP = "Keep a MemGAS long-term conversation memory in a folder: add sessions, ask questions (retrieve / answer)."
 
@@ -29,7 +31,12 @@ def add_arguments(parser) -> None:
     ask = sub.add_parser("ask", help="retrieve the sessions most relevant to a question (and optionally answer it)")
     ask.add_argument("memory_dir")
     ask.add_argument("question")
-    ask.add_argument("--top-k", type=int, default=None, help="sessions to retrieve (default: the memory's top_k)")
+    ask.add_argument(
+        "--top-k",
+        type=_types.int_range(1, 100_000),
+        default=None,
+        help="sessions to retrieve (default: the memory's top_k)",
+    )
     ask.add_argument("--answer", action="store_true", help="also let the LLM filter the sessions and answer")
     ask.add_argument("--embedder", default=None, help="the embedder the memory was built with, if not its saved one")
     ask.add_argument("--llm", default=None, help="causal LM folder / Hub id for filtering / answering")
@@ -79,10 +86,20 @@ def run(args) -> int:
         sessions = _read_sessions(args.session_file)
         if args.session_id is not None and len(sessions) != 1:
             raise ValueError("`--session-id` needs a file with exactly one session")
+        if not exists:  # a new memory: never write memory.json into a file or another artifact's folder
+            from hfx._artifacts import prepare_output_dir
+
+            prepare_output_dir(folder, arg="MEMORY_DIR", create=False)
     elif not exists:
         raise FileNotFoundError(f"`MEMORY_DIR` {str(folder)!r} holds no MemGAS memory (run `hfx memory add` first)")
-    if args.memory_command == "ask" and args.top_k is not None and args.top_k < 1:
-        raise ValueError(f"`--top-k` must be >= 1, got {args.top_k}")
+    elif not args.question.strip():
+        raise ValueError("`QUESTION` is empty")
+    for flag in ("embedder", "llm"):
+        if getattr(args, flag) is not None:
+            from hfx._artifacts import resolve_model
+
+            setattr(args, flag, resolve_model(getattr(args, flag), arg=f"--{flag}", allowed=("transformers:",),
+                                              what="a transformers model folder or Hub id"))  # fmt: skip
 
     from hfx.memory import MemGAS, MemGASConfig
 

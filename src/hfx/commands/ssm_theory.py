@@ -1,9 +1,12 @@
 """`hfx ssm-theory --regime majority --alpha-r 0.6 --alpha-c 0.2 --steps 300 --out DIR`: one run of the Mamba
 training-dynamics theory kit (arXiv 2602.12499): draw the synthetic data, train the selective-SSM theory model by
-plain GD / SGD, print the test accuracy and the gate-pattern cosines, and (with ``--out``) save the model, the
-datasets, the training history and a per-token gate plot."""
+plain GD / SGD, print the test accuracy and the gate-pattern cosines, and save the model, the datasets, the
+training history and a per-token gate plot to ``--out`` (a new or empty folder unless ``--overwrite``; every flag is
+checked before anything is trained)."""
 
 from __future__ import annotations
+
+from hfx.commands import _types
 
 
 HELP = (
@@ -12,31 +15,62 @@ HELP = (
 )
 
 
+# the recurrences of hfx.models.selective_ssm.configuration.RECURRENCES (kept here so the parser stays light; a test
+# checks they agree)
+RECURRENCES = ("zoh", "mamba_euler", "input_gate")
+# upper bounds of the size flags: far above the CPU-scale runs this kit is for, low enough that a typo is refused
+# before anything is allocated
+MAX_SIZE = 100_000
+MAX_EXAMPLES = 10_000_000
+
+
 def add_arguments(parser) -> None:
-    parser.add_argument("--regime", default="majority", help="'majority' or 'locality'")
-    parser.add_argument("--sequence-length", type=int, default=20, help="L")
-    parser.add_argument("--hidden-size", type=int, default=32, help="d, the token dimension")
-    parser.add_argument("--num-irrelevant-patterns", type=int, default=16, help="M (at most d - 2)")
-    parser.add_argument("--alpha-r", type=float, default=0.6, help="majority: fraction of label-consistent tokens")
-    parser.add_argument("--alpha-c", type=float, default=0.2, help="majority: fraction of confusing tokens")
-    parser.add_argument("--delta-plus", type=int, default=1, help="locality: distance of o_y from the last token")
-    parser.add_argument("--delta-minus", type=int, default=3, help="locality: distance of o_not-y")
-    parser.add_argument("--noise", type=float, default=0.1, help="token noise standard deviation")
+    size = _types.int_range(1, MAX_SIZE)
+    parser.add_argument("--regime", default="majority", choices=("majority", "locality"), help="the data regime")
+    parser.add_argument("--sequence-length", type=size, default=20, help="L")
+    parser.add_argument("--hidden-size", type=_types.int_range(3, MAX_SIZE), default=32, help="d, the token dimension")
+    parser.add_argument("--num-irrelevant-patterns", type=size, default=16, help="M (at most d - 2)")
     parser.add_argument(
-        "--recurrence", default="input_gate", help="'zoh' (the spec's block), 'mamba_euler' or 'input_gate'"
+        "--alpha-r",
+        type=_types.float_range(0.0, 1.0),
+        default=0.6,
+        help="majority: fraction of label-consistent tokens",
     )
-    parser.add_argument("--num-train", type=int, default=256)
-    parser.add_argument("--num-test", type=int, default=1000)
-    parser.add_argument("--steps", type=int, default=300, help="(S)GD iterations")
-    parser.add_argument("--learning-rate", type=float, default=0.5)
-    parser.add_argument("--batch-size", type=int, default=None, help="SGD minibatch size; default: full-batch GD")
-    parser.add_argument("--seed", type=int, default=0, help="model initialisation and training data")
-    parser.add_argument("--out", default=None, help="folder for the model, datasets, history and gate plot")
+    parser.add_argument(
+        "--alpha-c", type=_types.float_range(0.0, 1.0), default=0.2, help="majority: fraction of confusing tokens"
+    )
+    distance = _types.int_range(0, MAX_SIZE)
+    parser.add_argument("--delta-plus", type=distance, default=1, help="locality: distance of o_y from the last token")
+    parser.add_argument("--delta-minus", type=distance, default=3, help="locality: distance of o_not-y")
+    parser.add_argument("--noise", type=_types.non_negative_float, default=0.1, help="token noise standard deviation")
+    parser.add_argument(
+        "--recurrence",
+        default="input_gate",
+        choices=RECURRENCES,
+        help="'zoh' (the spec's block), 'mamba_euler' or 'input_gate'",
+    )
+    examples = _types.int_range(1, MAX_EXAMPLES)
+    parser.add_argument("--num-train", type=examples, default=256)
+    parser.add_argument("--num-test", type=examples, default=1000)
+    parser.add_argument("--steps", type=_types.int_range(1, MAX_EXAMPLES), default=300, help="(S)GD iterations")
+    parser.add_argument("--learning-rate", type=_types.positive_float, default=0.5)
+    parser.add_argument("--batch-size", type=examples, default=None, help="SGD minibatch size; default: full-batch GD")
+    parser.add_argument("--seed", type=_types.seed, default=0, help="model initialisation and training data")
+    parser.add_argument(
+        "--out", required=True, help="a new (or empty) folder for the model, datasets, history and gate plot"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="allow writing into a non-empty --out folder")
 
 
 def run(args) -> int:
     import json
-    from pathlib import Path
+
+    from hfx._artifacts import prepare_output_dir
+
+    # outputs first: a bad --out is refused before anything is imported or trained
+    out = prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
+    if args.batch_size is not None and args.batch_size > args.num_train:
+        raise ValueError(f"`--batch-size` must be <= `--num-train` ({args.num_train}), but is {args.batch_size}")
 
     from hfx.models.selective_ssm import (
         SelectiveSSMConfig,
@@ -59,9 +93,6 @@ def run(args) -> int:
         delta_confusing=args.delta_minus,
         noise_std=args.noise,
     )
-    for name in ("num_train", "num_test"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
     config = SelectiveSSMConfig(
         hidden_size=args.hidden_size,
         recurrence=args.recurrence,
@@ -90,19 +121,18 @@ def run(args) -> int:
         f"cos(w_g, o+) {history.cos_plus[-1]:+.3f}, cos(w_g, o-) {history.cos_minus[-1]:+.3f}, "
         f"max |cos(w_g, q_m)| {history.cos_irrelevant_max_abs[-1]:.3f}"
     )
-    if args.out:
-        out = Path(args.out)
-        model.save_pretrained(out / "model")
-        generate_dataset(data, args.num_train, seed=args.seed, split="train").save_to_disk(str(out / "train"))
-        test_ds = generate_dataset(data, args.num_test, seed=TEST_SEED_OFFSET + args.seed, split="test")
-        test_ds.save_to_disk(str(out / "test"))
-        (out / "history.json").write_text(json.dumps(history.to_dict(), indent=1) + "\n")
-        plot_gate_values(
-            model,
-            test["inputs_embeds"][0],
-            test["pattern_ids"][0].tolist(),
-            out / "gates.png",
-            title="per-token gates, test sequence 0",
-        )
-        print(f"wrote {out}/model, {out}/train, {out}/test, {out}/history.json and {out}/gates.png")
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out / "model")
+    generate_dataset(data, args.num_train, seed=args.seed, split="train").save_to_disk(str(out / "train"))
+    test_ds = generate_dataset(data, args.num_test, seed=TEST_SEED_OFFSET + args.seed, split="test")
+    test_ds.save_to_disk(str(out / "test"))
+    (out / "history.json").write_text(json.dumps(history.to_dict(), indent=1) + "\n")
+    plot_gate_values(
+        model,
+        test["inputs_embeds"][0],
+        test["pattern_ids"][0].tolist(),
+        out / "gates.png",
+        title="per-token gates, test sequence 0",
+    )
+    print(f"wrote {out}/model, {out}/train, {out}/test, {out}/history.json and {out}/gates.png")
     return 0
