@@ -406,11 +406,18 @@ def test_publish_writes_loadable_folder_with_card(tmp_path):
 def test_cli_trains_saves_and_rejects_bad_input(tmp_path, capsys):
     from hfx.cli import main
 
-    assert main(["hippoformer", "--model", "lstm"]) == 2
-    assert "`--model` must be one of" in capsys.readouterr().err
-    assert main(["hippoformer", "--graph", "cube"]) == 2
-    assert main(["hippoformer", "--steps", "0"]) == 2
     out = tmp_path / "m"
+    for bad, flag in (
+        (["--model", "lstm"], "--model"),
+        (["--graph", "cube"], "--graph"),
+        (["--steps", "0"], "--steps"),
+    ):
+        with pytest.raises(SystemExit) as refused:  # argparse refuses before anything loads
+            main(["hippoformer", *bad, "--out", str(out)])
+        assert refused.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["hippoformer"])  # --out is required
+    assert not out.exists()
     args = ["hippoformer", "--model", "transformer", "--steps", "2", "--num-walks", "8", "--out", str(out)]
     assert main([*args, "--grid-size", "3", "--walk-length", "10", "--eval-size", "4", "--eval-length", "12"]) == 0
     assert "accuracy on revisited nodes" in capsys.readouterr().out and (out / "config.json").is_file()

@@ -462,14 +462,27 @@ def test_publish_writes_a_loadable_model_and_card(tmp_path):
     assert "Untrained demo" not in (again / "README.md").read_text()
 
 
-def test_cli_bad_input_is_one_line_error():
+def test_cli_bad_input_is_one_line_error(tmp_path):
+    for argv, flag in (
+        (["--method", "pgexplainer"], "--method"),
+        (["--epochs", "0"], "--epochs"),
+        (["--seed", "-1"], "--seed"),
+        ([], "--out"),  # required: nothing is trained without a place for the result
+    ):
+        if flag != "--out":
+            argv = [*argv, "--out", str(tmp_path / "m")]
+        result = subprocess.run([sys.executable, "-m", "hfx.cli", "sc-gnn", *argv], capture_output=True, text=True)
+        assert result.returncode == 2, argv
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("hfx sc-gnn: error:") and flag in last, last
+        assert not (tmp_path / "m").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep")
     result = subprocess.run(
-        [sys.executable, "-m", "hfx.cli", "sc-gnn", "--method", "pgexplainer"], capture_output=True, text=True
+        [sys.executable, "-m", "hfx.cli", "sc-gnn", "--out", str(tmp_path / "full")], capture_output=True, text=True
     )
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "hfx sc-gnn: error: `--method` must be one of ['gsat', 'att', 'size', 'cal'], but is 'pgexplainer'"
-    )
+    assert result.returncode == 2 and "--overwrite" in result.stderr
+    assert (tmp_path / "full" / "x").read_text() == "keep"
 
 
 @pytest.mark.slow

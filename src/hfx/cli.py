@@ -12,7 +12,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx federate --method devft --clients 4 --out run/ [--stages 4,8,16,30] [--model ...]
     hfx heavy "QUESTION" --k 4 [--corpus pages.jsonl] [--model ...]
     hfx hippoformer --model mmtem --steps 250 --out DIR
-    hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] [--out DIR] [--plot PNG]
+    hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] --out DIR [--plot PNG]
 
 Errors are a property of this dispatcher, so every sub-command inherits them: a bad input (``ValueError``,
 ``TypeError``, ``KeyError``, ``OSError`` incl. ``FileNotFoundError``, ``OverflowError``, ``NotImplementedError``)

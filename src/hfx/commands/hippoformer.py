@@ -12,17 +12,22 @@ MODELS = ("mmtem", "tem-style", "hippoformer", "transformer")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", default="mmtem", help=f"one of {', '.join(MODELS)} (default mmtem)")
-    parser.add_argument("--out", default="outputs/hippoformer_cli", help="folder the trained model is saved to")
-    parser.add_argument("--steps", type=int, default=200, help="optimizer steps (batch 16)")
-    parser.add_argument("--graph", default="square", help="square, hexagonal or torus")
-    parser.add_argument("--grid-size", type=int, default=4, help="training environments are SIZE x SIZE")
-    parser.add_argument("--walk-length", type=int, default=48)
-    parser.add_argument("--eval-size", type=int, default=6, help="evaluation grid size (unseen, may be larger)")
-    parser.add_argument("--eval-length", type=int, default=96)
-    parser.add_argument("--vocab-size", type=int, default=10, help="sensory tokens per environment")
-    parser.add_argument("--num-walks", type=int, default=512)
-    parser.add_argument("--seed", type=int, default=0)
+    from hfx.commands import _types
+
+    size = _types.int_range(2, 64)
+    length = _types.int_range(2, 4096)
+    parser.add_argument("--model", default="mmtem", choices=MODELS, help="the model to train (default mmtem)")
+    parser.add_argument("--out", required=True, help="folder the trained model is saved to (must be new or empty)")
+    parser.add_argument("--overwrite", action="store_true", help="allow a non-empty --out")
+    parser.add_argument("--steps", type=_types.int_range(1, 1_000_000), default=200, help="optimizer steps (batch 16)")
+    parser.add_argument("--graph", default="square", choices=("square", "hexagonal", "torus"), help="graph family")
+    parser.add_argument("--grid-size", type=size, default=4, help="training environments are SIZE x SIZE")
+    parser.add_argument("--walk-length", type=length, default=48)
+    parser.add_argument("--eval-size", type=size, default=6, help="evaluation grid size (unseen, may be larger)")
+    parser.add_argument("--eval-length", type=length, default=96)
+    parser.add_argument("--vocab-size", type=_types.int_range(2, 100_000), default=10, help="sensory tokens")
+    parser.add_argument("--num-walks", type=_types.int_range(1, 1_000_000), default=512)
+    parser.add_argument("--seed", type=_types.int_range(0, 2**32 - 1 - 10_000), default=0)
 
 
 def run(args) -> int:
@@ -31,6 +36,9 @@ def run(args) -> int:
     for name in ("steps", "num_walks"):
         if getattr(args, name) < 1:
             raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
+    from hfx._artifacts import prepare_output_dir
+
+    prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
     from hfx.models.hippoformer.data import num_actions_of, random_walk_dataset
 
     num_actions = num_actions_of(args.graph)  # validates --graph

@@ -13,16 +13,25 @@ DATASETS = ("ba-2motifs", "ba-shapes")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--method", default="gsat", help="base SI-GNN: gsat, att, size or cal (default gsat)")
-    parser.add_argument("--dataset", default="ba-2motifs", help="ba-2motifs (graph task) or ba-shapes (node task)")
-    parser.add_argument("--num-graphs", type=int, default=1000, help="BA-2Motifs size (default 1000, split 80/10/10)")
-    parser.add_argument("--epochs", type=int, default=30, help="base training epochs (the authors': 100)")
-    parser.add_argument("--sc-epochs", type=int, default=15, help="SC fine-tuning epochs (the authors': 100)")
-    parser.add_argument("--mode", default="finetune", help="finetune (authors' recipe) or joint (SC from step 1)")
-    parser.add_argument("--batch-size", type=int, default=128, help="graphs per batch (default 128)")
-    parser.add_argument("--seed", type=int, default=0, help="data and training seed (default 0)")
-    parser.add_argument("--out", default=None, help="save the SC model here (and the base model in OUT/base)")
+    from hfx.commands import _types
+
+    parser.add_argument("--method", default="gsat", choices=("gsat", "att", "size", "cal"), help="base SI-GNN")
+    parser.add_argument("--dataset", default="ba-2motifs", choices=DATASETS, help="graph task or node task")
+    parser.add_argument(
+        "--num-graphs", type=_types.int_range(10, 100_000), default=1000, help="BA-2Motifs size (even; split 80/10/10)"
+    )
+    parser.add_argument("--epochs", type=_types.int_range(1, 10_000), default=30, help="base epochs (authors': 100)")
+    parser.add_argument(
+        "--sc-epochs", type=_types.int_range(0, 10_000), default=15, help="SC fine-tuning epochs (authors': 100)"
+    )
+    parser.add_argument("--mode", default="finetune", choices=("finetune", "joint"), help="SC recipe")
+    parser.add_argument("--batch-size", type=_types.int_range(1, 65_536), default=128, help="graphs per batch")
+    parser.add_argument("--seed", type=_types.seed, default=0, help="data and training seed (default 0)")
+    parser.add_argument(
+        "--out", required=True, help="folder for the SC model (and the base model in OUT/base); must be new or empty"
+    )
     parser.add_argument("--plot", default=None, help="PNG of one test graph's explanation with and without SC")
+    parser.add_argument("--overwrite", action="store_true", help="allow a non-empty --out / an existing --plot")
 
 
 def _check(args) -> None:
@@ -37,6 +46,14 @@ def _check(args) -> None:
             raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
     if args.sc_epochs < 1 and args.mode == "finetune":
         raise ValueError(f"`--sc-epochs` must be >= 1 with --mode finetune, but is {args.sc_epochs}")
+    if args.dataset == "ba-2motifs" and args.num_graphs % 2:
+        raise ValueError(f"`--num-graphs` must be even, but is {args.num_graphs}")
+    from hfx._artifacts import check_output_file, prepare_output_dir
+
+    prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
+    if args.plot is not None:
+        check_output_file(args.plot, suffixes=(".png", ".jpg", ".jpeg", ".pdf", ".svg"), overwrite=args.overwrite,
+                          arg="--plot")  # fmt: skip
 
 
 def run(args) -> int:
@@ -93,6 +110,7 @@ def run(args) -> int:
     for label, metrics in rows.items():
         print(f"{label:6}" + "".join(f"{metrics[n]:>17.4f}" for n in names))
     if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
         sc.save_pretrained(args.out)
         base.save_pretrained(Path(args.out) / "base")
         print(f"saved the SC model to {args.out} (base model: {Path(args.out) / 'base'})")
