@@ -15,6 +15,7 @@ import random
 import re
 import subprocess
 import sys
+import textwrap
 import types
 from pathlib import Path
 
@@ -612,3 +613,36 @@ def test_default_clip_never_asks_transformers_to_resolve_a_hub_id(monkeypatch):
     monkeypatch.setattr(transformers.CLIPProcessor, "from_pretrained", refuse)
     pipe, _, _, description = hub.load_clip(None)
     assert pipe is None and "tiny random CLIP" in description
+
+
+@pytest.mark.slow
+@pytest.mark.real_model
+def test_publish_slao_default_makes_no_network_lookup(tmp_path):
+    """`hfx publish slao` on the embedded default model, with the HF offline switches unset, never resolves a host
+    name (issue 24: PEFT used to fetch the base model's config from the Hub)."""
+    from hfx.models import is_default_model_available
+
+    if not is_default_model_available():
+        pytest.skip("the embedded default model is not installed")
+    code = textwrap.dedent(
+        f"""
+        import socket, sys
+        lookups = []
+        def refuse(host, *args, **kwargs):
+            lookups.append(host)
+            raise OSError("network disabled by the test")
+        socket.getaddrinfo = refuse
+        from hfx.cli import main
+        rc = main(["publish", "slao", "--out", {str(tmp_path / "slao")!r}])
+        print("RC", rc, "LOOKUPS", sorted(set(map(str, lookups))))
+        """
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+    }
+    env["PYTHONPATH"] = str(REPO / "src")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert "RC 0 LOOKUPS []" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert (tmp_path / "slao" / "adapter_config.json").is_file()
