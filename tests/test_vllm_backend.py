@@ -149,6 +149,10 @@ def test_stage_one_variants(llm, hf, prompts):
         for n, trace in enumerate(out.candidate_traces[b]):
             assert "Final answer:" in tok.decode(trace[-8:])  # matched or force-appended delimiter
             assert len(trace) >= int(lengths[n])
+    with pytest.raises(
+        ValueError, match="think_end"
+    ):  # an id outside the vocabulary: a clear error, not an IndexError
+        thinkmerge_vllm(llm, prompts["input_ids"], num_traces=2, **{**common, "think_end": [10**9]})
     ready = thinkmerge_vllm(llm, prompts["input_ids"], num_traces=2, merge="early_ready", num_candidates=4, **common)
     for b in range(2):
         steps = ready.ready_steps[b]
