@@ -343,37 +343,28 @@ class SelfInterpretableGNN(PreTrainedModel):
 
     # ---------------------------------------------------------------------------------------------- convenience
     @torch.no_grad()
+    def _eval_forward(self, data):
+        """One forward pass in evaluation mode on a PyG ``Data`` / ``Batch`` (the train/eval mode is restored)."""
+        was_training = self.training
+        self.eval()
+        try:
+            batch = getattr(data, "batch", None)
+            return self(
+                data.x.to(self.device),
+                data.edge_index.to(self.device),
+                None if batch is None else batch.to(self.device),
+            )
+        finally:
+            self.train(was_training)
+
     def explain(self, data) -> torch.Tensor:
         """Deterministic edge attention `(num_edges,)` for a PyG ``Data`` / ``Batch`` (evaluation mode, no grad;
         the model's train/eval mode is restored afterwards)."""
-        was_training = self.training
-        self.eval()
-        try:
-            batch = getattr(data, "batch", None)
-            out = self(
-                data.x.to(self.device),
-                data.edge_index.to(self.device),
-                None if batch is None else batch.to(self.device),
-            )
-        finally:
-            self.train(was_training)
-        return out.edge_attention
+        return self._eval_forward(data).edge_attention
 
-    @torch.no_grad()
     def predict(self, data) -> torch.Tensor:
         """Predicted class ids for a PyG ``Data`` / ``Batch`` (evaluation mode): one per graph (graph task) or node."""
-        was_training = self.training
-        self.eval()
-        try:
-            batch = getattr(data, "batch", None)
-            out = self(
-                data.x.to(self.device),
-                data.edge_index.to(self.device),
-                None if batch is None else batch.to(self.device),
-            )
-        finally:
-            self.train(was_training)
-        return logits_to_predictions(out.logits)
+        return logits_to_predictions(self._eval_forward(data).logits)
 
 
 def logits_to_predictions(logits: torch.Tensor) -> torch.Tensor:
