@@ -5,6 +5,9 @@ import re
 
 import pytest
 
+
+pytest.importorskip("smolagents")  # the agents extra (absent from the separate vLLM environment)
+
 from hfx.agents.heavy import (
     BatchedTransformersModel,
     HeavyConfig,

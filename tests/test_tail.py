@@ -10,6 +10,10 @@ import sys
 import textwrap
 
 import pytest
+
+
+pytest.importorskip("hypothesis")  # a dev dependency (absent from the separate vLLM environment)
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
