@@ -52,6 +52,7 @@ def main(out_dir: str) -> None:
         torch.save({"world_size": world, "env_world_size": env_world, "init": init, "params": params},
                    os.path.join(out_dir, f"params_{world}.pt"))  # fmt: skip
     accelerator.wait_for_everyone()
+    accelerator.end_training()  # destroys the process group: a gloo teardown at interpreter exit can abort a rank
 
 
 if __name__ == "__main__":

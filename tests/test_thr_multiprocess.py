@@ -75,8 +75,10 @@ def runs(tmp_path_factory):
             "--fsdp",
         ]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        port_taken = "address already in use" in (proc.stdout + proc.stderr).lower()
-        if proc.returncode == 0 or not port_taken:
+        text = (proc.stdout + proc.stderr).lower()
+        # transient: the port was taken first, or a rank aborted in gloo's teardown at interpreter exit
+        transient = "address already in use" in text or "terminate called without an active exception" in text
+        if proc.returncode == 0 or not transient:
             break
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     references = {}
