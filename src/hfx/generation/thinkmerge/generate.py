@@ -745,17 +745,20 @@ def _answer_stage(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
-def _check_token_ids(model, ids: list[int], name: str) -> None:
-    """Raise a `ValueError` naming ``name`` when a token id is outside the model's vocabulary (instead of an
-    ``IndexError`` deep in the embedding)."""
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    vocab_size = getattr(embeddings, "num_embeddings", None)
+def _check_token_ids(ids: list[int], vocab_size: int | None, name: str) -> None:
+    """Raise a `ValueError` naming ``name`` when a token id is outside ``[0, vocab_size)`` (instead of an
+    ``IndexError`` deep in the embedding); ``vocab_size=None`` (unknown) checks nothing."""
     if vocab_size is None:
         return
     bad = [i for i in ids if not 0 <= int(i) < vocab_size]
     if bad:
         raise ValueError(f"`{name}` holds token ids outside the vocabulary [0, {vocab_size}): {bad}")
+
+
+def _model_vocab_size(model) -> int | None:
+    """Rows of the model's input embedding (``None`` when the model exposes none)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return getattr(embeddings, "num_embeddings", None)
 
 
 def thinkmerge(
@@ -892,7 +895,7 @@ def thinkmerge(
     candidate_traces = candidate_lengths = merged_indices = ready_steps = None
     if traces is None:
         delimiter = Delimiter(think_end, think_end_tokenizer)
-        _check_token_ids(model, delimiter.ids + delimiter.forced_ids, "think_end")
+        _check_token_ids(delimiter.ids + delimiter.forced_ids, _model_vocab_size(model), "think_end")
         generated, body_length, delimiter_length, ready_step = _sample_traces(
             model,
             input_ids,

@@ -76,6 +76,7 @@ from .generate import (
     MERGE_MODES,
     Delimiter,
     ThinkMergeOutput,
+    _check_token_ids,
     trim_repetitive_suffix,
 )
 
@@ -493,12 +494,7 @@ def thinkmerge_vllm(
     candidate_traces = candidate_lengths = merged_indices = ready_steps = None
     if traces is None:
         delimiter = Delimiter(think_end, tokenizer)
-        vocab_size = len(tokenizer)
-        bad = [i for i in delimiter.ids if not 0 <= int(i) < vocab_size]
-        if bad:
-            raise ValueError(
-                f"`think_end` holds token ids outside the tokenizer's vocabulary [0, {vocab_size}): {bad}"
-            )
+        _check_token_ids(delimiter.ids + delimiter.forced_ids, len(tokenizer), "think_end")
         if delimiter.text is None and len(delimiter.ids) > 1:
             raise ValueError(
                 f"`think_end`={think_end!r}: vLLM stops on single token ids or on text; pass the delimiter as a string"
