@@ -751,3 +751,19 @@ def test_minilm_default_embedder_and_cli_round_trip(tmp_path):
     loaded = MemGAS.from_pretrained(tmp_path / "m")
     assert loaded.embedder_name == "sentence-transformers/all-MiniLM-L6-v2"
     assert loaded.retrieve("When is my tax return due?", top_k=1)[0].session_id == "session_2"
+
+
+def test_saved_memory_is_recognised_as_its_artifact_type(shared_memory, tmp_path):
+    """`hfx publish memgas --source` accepts a saved memory folder and refuses another artifact's folder before
+    loading anything (hfx._artifacts reads only the small JSON files)."""
+    from hfx._artifacts import artifact_type
+    from hfx.hub import publish
+
+    shared_memory.save_pretrained(tmp_path / "mem")
+    assert artifact_type(tmp_path / "mem") == "hfx_memgas"
+    other = tmp_path / "llama"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ValueError, match="source"):
+        publish("memgas", tmp_path / "out", source=str(other))
+    assert not (tmp_path / "out").exists()
