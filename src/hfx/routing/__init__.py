@@ -4,6 +4,8 @@
   normalised BT vectors are the online prior; :func:`label_with_reward_models` builds its training columns.
 * :class:`ThompsonRouter` -- the online Bayesian Thompson-sampling router; :class:`LinUCBRouter` (LASeR) and
   :class:`RandomRouter` are baselines with the same interface.
+* cheap offline judges usable as pool members (:mod:`hfx.routing.judges`): :class:`NumericAnswerJudge`,
+  :class:`DocstringExampleJudge`, :class:`ReferenceSimilarityJudge`, :class:`MeanLogProbJudge`, :class:`LengthJudge`.
 * :class:`RoutedRewardModel` -- a TRL reward function / pairwise judge that calls exactly one RM per pair, with
   :class:`RouterUpdateCallback` performing the posterior update after each optimizer step.
 
@@ -33,12 +35,21 @@ _LAZY = {
     "RouterUpdateCallback": "hfx.routing.callback",
     "dpo_pair_losses": "hfx.routing.callback",
     "publish": "hfx.routing.hub",
+    "NumericAnswerJudge": "hfx.routing.judges",
+    "DocstringExampleJudge": "hfx.routing.judges",
+    "ReferenceSimilarityJudge": "hfx.routing.judges",
+    "MeanLogProbJudge": "hfx.routing.judges",
+    "LengthJudge": "hfx.routing.judges",
 }
 
 __all__ = [
     "BaseRouter",
+    "DocstringExampleJudge",
     "EMARewardNormalizer",
+    "LengthJudge",
     "LinUCBRouter",
+    "MeanLogProbJudge",
+    "NumericAnswerJudge",
     "OfflineRouter",
     "OfflineRouterCollator",
     "OfflineRouterOutput",
@@ -46,6 +57,7 @@ __all__ = [
     "PairScorer",
     "QuantileRewardNormalizer",
     "RandomRouter",
+    "ReferenceSimilarityJudge",
     "RoutedRewardModel",
     "RouterUpdateCallback",
     "ThompsonRouter",
