@@ -405,7 +405,6 @@ def main(argv=None) -> int:
         checks["packed_vs_separate_max_abs_logprob_diff"] = float((packed - torch.tensor(alone)).abs().max())
     print("checks:", checks)
 
-    slices_for = {}
     results = {
         "metric": "average accuracy AA (final stage) of SLAO, mean over task orders; also BWT, per method and order",
         "goal": "SLAO AA >= sequential LoRA AA with a paired test (paper: 80.4 vs 76.0 on Llama-2-7B); report null results as such",
@@ -519,17 +518,16 @@ def main(argv=None) -> int:
     results["per_task_lora"] = runs.get("per_task")
     results["orders"] = {}
 
-    # ---- the continual runs
+    # ---- the continual runs, method-major (a time cut loses whole methods, never a task order)
+    per_order = {}
     for order in orders:
         oname = " > ".join(order)
-        sizes = [len(data[t]["test"]) for t in order]
-        bounds = np.cumsum([0, *sizes])
+        bounds = np.cumsum([0, *(len(data[t]["test"]) for t in order)])
         slices = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
-        slices_for[oname] = slices
-        order_res = {"order": order, "methods": {}}
-        results["orders"][oname] = order_res
-        correct_all = {}
-        for method in [m for m in methods if m != "per_task"]:
+        per_order[oname] = (order, bounds, slices, {})
+        results["orders"][oname] = {"order": order, "methods": {}, "n_test": int(bounds[-1])}
+    for method in [m for m in methods if m != "per_task"]:
+        for oname, (order, bounds, slices, correct_all) in per_order.items():
             if out_of_time():
                 break
             t0 = time.perf_counter()
@@ -551,14 +549,14 @@ def main(argv=None) -> int:
                     )
                 )
                 coefficients.append(model.finish_task())  # the merged pair is now loaded: evaluate it
-                row = np.full(int(bounds[-1]), np.nan)  # tasks not trained yet (upper triangle) are not scored
+                row = np.full(int(bounds[-1]), np.nan)  # tasks not trained yet (below the diagonal) are not scored
                 for i in range(j + 1):
                     row[slices[i]] = evaluate(model, data[order[i]]["test"], states[(order[i], "test")])
                 stage_correct.append(row)
             corr = np.stack(stage_correct)
             correct_all[method] = corr
             a, aa, bwt = aa_bwt(corr, slices)
-            order_res["methods"][method] = {
+            results["orders"][oname]["methods"][method] = {
                 "accuracy_matrix": [[None if math.isnan(v) else float(v) for v in row] for row in a],
                 "AA": aa,
                 "BWT": bwt,
@@ -568,23 +566,20 @@ def main(argv=None) -> int:
             }
             print(f"[{oname}] {method}: AA {aa:.3f} BWT {bwt:+.3f} ({time.perf_counter() - t0:.0f} s)\n{a.round(3)}")
             write(partial=True)
+    for oname, (order, _, slices, correct_all) in per_order.items():
+        order_res = results["orders"][oname]
         if "per_task" in methods and correct_per_task:
-            corr = np.concatenate([correct_per_task[t] for t in order])
-            correct_all["per_task"] = np.stack(
-                [corr.astype(float)] * len(order)
-            )  # only the diagonal / last column is meaningful
+            corr = np.concatenate([correct_per_task[t] for t in order]).astype(float)
+            correct_all["per_task"] = np.stack([corr] * len(order))  # only the last column is meaningful
             acc = [float(correct_per_task[t].mean()) for t in order]
             order_res["methods"]["per_task"] = {"diagonal": acc, "AA": float(np.mean(acc)), "BWT": 0.0}
-        boot = bootstrap(correct_all, slices, args.bootstrap, args.seed)
-        for m, b in boot.items():
+        if not correct_all:
+            continue
+        for m, b in bootstrap(correct_all, slices, args.bootstrap, args.seed).items():
             order_res["methods"][m].update(b)
         if "slao" in correct_all:
-            final = {m: c[-1] for m, c in correct_all.items()}
-            order_res["mcnemar_slao_vs"] = {
-                m: mcnemar(final["slao"].astype(bool), final[m].astype(bool)) for m in final if m != "slao"
-            }
-        order_res["n_test"] = int(bounds[-1])
-        write(partial=True)
+            final = {m: c[-1].astype(bool) for m, c in correct_all.items()}
+            order_res["mcnemar_slao_vs"] = {m: mcnemar(final["slao"], final[m]) for m in final if m != "slao"}
         np.savez_compressed(args.out / f"correct_{'-'.join(order)}.npz", **correct_all)
 
     done = all(
