@@ -239,7 +239,7 @@ def train_task(model, examples, states, *, lr, batch_size, seed, epochs=1) -> li
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
     return losses
 
 
