@@ -1,11 +1,16 @@
 """ThinkMerge vs greedy vs majority vote on locally generated arithmetic, SmolLM2-135M, paired 95 % intervals.
 
-    OMP_NUM_THREADS=1 python examples/thinkmerge_arithmetic.py --split test --max-minutes 25
+    OMP_NUM_THREADS=1 python examples/thinkmerge_arithmetic.py --task mul1 --split test --dev-n 32 --batch-size 8 \
+        --max-minutes 45
 
-Task: "What is a * b?" with a two-digit ``a`` (10-99) and a one-digit ``b`` (2-9), exact-match on the product
-(``--task mul1``). The task and its difficulty were chosen on the ``dev`` split (16 questions, seed 123, greedy
-only: 1-digit addition 81 %, 2-digit addition 19 %, 2-digit x 1-digit 44 %), on which the embedded SmolLM2-135M is
-neither at floor nor at ceiling; the ``test`` split is drawn with another seed and excludes every dev question.
+Tasks (``--task``; exact match on the number): ``add1`` (1-digit + 1-digit), ``add21`` (2-digit + 1-digit), ``add2``
+(2-digit + 2-digit), ``add3`` (three 1-digit terms), ``mul1`` (2-digit x 1-digit), ``sub1`` (``a - b``, b in 2-9, a
+1-digit result). The task is chosen on the ``dev`` split (seed 123, never reported) with ``--probe`` (greedy and the
+accuracy of 8 independent sampled traces): on 32 dev questions, greedy / single trace = add21 0.06 / 0.06, add2
+0.16 / 0.16, add3 0.06 / 0.09, mul1 0.28 / 0.16, sub1 0.28 / 0.19 (and add1 0.81 greedy on the first 16). The rule
+"greedy within 20-80 %, then the highest single-trace accuracy" picks ``sub1``, but it has only 72 distinct
+questions (40 left after the dev split): too few, so ``mul1`` (720 questions) is used. An earlier, shorter test
+run (16 dev questions, ``--dev-n 16``) is superseded by this one.
 
 Per question: greedy (one trace, greedy answer); then K=8 sampled traces (T=0.7, top-p 0.95) shared by all the
 K-strategies; majority vote over the independent answers of the first 4 / all 8 traces; ThinkMerge (the averaged
@@ -47,23 +52,40 @@ PAIRS = (
 
 
 def make_questions(task: str, n: int, seed: int, exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
-    """``n`` distinct (question, answer) pairs of ``task`` (``add1``, ``add2``, ``mul1``) drawn with ``seed``."""
+    """``n`` distinct (question, answer) pairs of ``task`` (``add1``: 1-digit + 1-digit, ``add21``: 2-digit +
+    1-digit, ``add2``: 2-digit + 2-digit, ``add3``: three 1-digit terms, ``mul1``: 2-digit x 1-digit, ``sub1``:
+    ``a - b`` with b in 2-9 and a 1-digit result) drawn with ``seed``."""
+    pool = {"add1": 81, "add21": 810, "add2": 8100, "add3": 729, "mul1": 720, "sub1": 72}
+    if task in pool and n > pool[task] - len(exclude):
+        raise ValueError(f"`n`={n} exceeds the {pool[task] - len(exclude)} distinct {task} questions left")
     rng = random.Random(seed)
     out, seen = [], set(exclude)
     while len(out) < n:
         if task == "add1":
-            a, b, op = rng.randint(1, 9), rng.randint(1, 9), "+"
+            a, b = rng.randint(1, 9), rng.randint(1, 9)
+            question, answer = f"What is {a} + {b}?", a + b
         elif task == "add2":
-            a, b, op = rng.randint(10, 99), rng.randint(10, 99), "+"
+            a, b = rng.randint(10, 99), rng.randint(10, 99)
+            question, answer = f"What is {a} + {b}?", a + b
+        elif task == "add21":
+            a, b = rng.randint(10, 99), rng.randint(1, 9)
+            question, answer = f"What is {a} + {b}?", a + b
         elif task == "mul1":
-            a, b, op = rng.randint(10, 99), rng.randint(2, 9), "*"
+            a, b = rng.randint(10, 99), rng.randint(2, 9)
+            question, answer = f"What is {a} * {b}?", a * b
+        elif task == "add3":
+            a, b, c = rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)
+            question, answer = f"What is {a} + {b} + {c}?", a + b + c
+        elif task == "sub1":
+            b = rng.randint(2, 9)
+            a = rng.randint(b + 1, b + 9)
+            question, answer = f"What is {a} - {b}?", a - b
         else:
-            raise ValueError(f"`task` must be one of add1, add2, mul1, got {task!r}")
-        question = f"What is {a} {op} {b}?"
+            raise ValueError(f"`task` must be one of add1, add21, add2, add3, mul1, sub1, got {task!r}")
         if question in seen:
             continue
         seen.add(question)
-        out.append((question, str(a + b if op == "+" else a * b)))
+        out.append((question, str(answer)))
     return out
 
 
@@ -133,6 +155,35 @@ def run_batch(model, tok, batch, args) -> list[dict]:
     return rows
 
 
+def probe_batch(model, tok, batch, args) -> list[dict]:
+    """Dev-split probe (task choice): greedy and K=8 independent sampled traces only, no ThinkMerge."""
+    prompts, think_ends = zip(*(build_prompt(tok, q) for q, _ in batch), strict=True)
+    enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+    plen = enc["input_ids"].shape[1]
+    common = dict(
+        custom_generate=thinkmerge,
+        think_end=think_ends[0],
+        think_end_tokenizer=tok,
+        max_thinking_tokens=args.max_thinking_tokens,
+        max_new_tokens=args.max_new_tokens,
+        return_dict_in_generate=True,
+        pad_token_id=tok.pad_token_id,
+    )
+    sampling = dict(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
+    with torch.no_grad():
+        torch.manual_seed(args.seed)
+        greedy = model.generate(**enc, num_traces=1, do_sample=False, **common)
+        torch.manual_seed(args.seed + 1)
+        indep = model.generate(**enc, num_traces=8, answer_mode="independent", **sampling, **common)
+    decode = lambda r: extract_numeric_answer(tok.decode(r[plen:], skip_special_tokens=True))  # noqa: E731
+    g = [decode(r) for r in greedy.sequences]
+    a = [decode(r) for r in indep.sequences]
+    return [
+        {"question": q, "gold": gold, "greedy": g[b], "trace_answers": a[b * 8 : (b + 1) * 8]}
+        for b, (q, gold) in enumerate(batch)
+    ]
+
+
 def summarise(rows: list[dict], args, seconds: float, finished: bool) -> dict:
     correct = {arm: np.array([r[arm] == r["gold"] for r in rows], dtype=int) for arm in ARMS}
     trace_acc = float(np.mean([np.mean([a == r["gold"] for a in r["trace_answers"]]) for r in rows]))
@@ -186,7 +237,7 @@ def plot(summary: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="mul1", choices=["add1", "add2", "mul1"])
+    parser.add_argument("--task", default="mul1", choices=["add1", "add21", "add2", "add3", "mul1", "sub1"])
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--n", type=int, default=400, help="questions drawn (fewer are run if --max-minutes stops)")
     parser.add_argument("--batch-size", type=int, default=16)
@@ -199,14 +250,23 @@ def main() -> None:
     parser.add_argument("--output", default="benchmarks/results/thinkmerge_arithmetic.json")
     parser.add_argument("--figure", default="docs/figures/thinkmerge_arithmetic.png")
     parser.add_argument("--plot-only", action="store_true", help="redraw --figure from an existing --output")
+    parser.add_argument("--dev-n", type=int, default=16, help="dev questions (seed 123; never reported)")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="dev split only: greedy and single-trace accuracy (K=8 independent traces), no ThinkMerge, for the "
+        "task choice; prints and writes outputs/thinkmerge_probe_<task>.json",
+    )
     args = parser.parse_args()
+    if args.probe and args.split != "dev":
+        parser.error("--probe runs on the dev split only (pass --split dev)")
 
     args.argv = sys.argv[1:]
     if args.plot_only:
         plot(json.loads(Path(args.output).read_text()), Path(args.figure))
         return
 
-    dev = make_questions(args.task, 16, seed=123)
+    dev = make_questions(args.task, args.dev_n, seed=123)
     questions = dev if args.split == "dev" else make_questions(args.task, args.n, 2026, {q for q, _ in dev})
     model, tok = load_default_model()
     tok.padding_side = "left"
@@ -215,6 +275,18 @@ def main() -> None:
     start = time.perf_counter()
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.probe:
+        for i in range(0, len(questions), args.batch_size):
+            rows += probe_batch(model, tok, questions[i : i + args.batch_size], args)
+        greedy = float(np.mean([r["greedy"] == r["gold"] for r in rows]))
+        trace = float(np.mean([np.mean([a == r["gold"] for a in r["trace_answers"]]) for r in rows]))
+        report = {"task": args.task, "n": len(rows), "greedy": greedy, "single_trace": trace, "rows": rows}
+        Path("outputs").mkdir(exist_ok=True)
+        Path(f"outputs/thinkmerge_probe_{args.task}.json").write_text(json.dumps(report, indent=1))
+        print(
+            f"{args.task}: n={len(rows)} greedy={greedy:.3f} single_trace={trace:.3f} ({time.perf_counter() - start:.0f}s)"
+        )
+        return
     for i in range(0, len(questions), args.batch_size):
         if (time.perf_counter() - start) / 60 > args.max_minutes:
             break
