@@ -1,6 +1,7 @@
 """THR evidence: GRPO vs THR-exploit (p > 0) vs THR-explore (p < 0) on locally generated addition, SmolLM2-135M.
 
-    OMP_NUM_THREADS=1 python examples/thr_evidence.py --max-minutes 35
+    OMP_NUM_THREADS=1 python examples/thr_evidence.py --steps 16 --prompts-per-step 4 --eval-prompts 200 \
+        --mech-batches 20 --mech-prompts 1 --max-minutes 33
 
 **Task** (generated here, exact-match reward). A one-shot prompt ``"c + d = c+d\\na + b ="`` (plain text, no chat
 template: the shot fixes the answer format, so 4 completion tokens suffice); the reward is 1 when the first integer of
@@ -513,6 +514,7 @@ def main(argv=None) -> int:
     parser.add_argument("--mech-prompts", type=int, default=4, help="prompts per mechanism batch (x 8)")
     parser.add_argument("--mech-lr", type=float, default=1e-3, help="SGD learning rate of the one update")
     parser.add_argument("--mech-heldout", type=int, default=32, help="held-out reference answers tracked")
+    parser.add_argument("--mech-max-frac", type=float, default=0.4, help="budget share of the mechanism check")
     parser.add_argument("--skip-mechanism", action="store_true")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--seed", type=int, default=0)
@@ -584,8 +586,8 @@ def main(argv=None) -> int:
             results["mechanism"] = summarize_mechanism(dict(partial))
             save("mechanism")
 
-        # the mechanism check gets at most 30 % of the budget
-        mech_deadline = min(deadline, time.time() + 0.3 * 60 * args.max_minutes)
+        # the mechanism check gets at most --mech-max-frac of the budget
+        mech_deadline = min(deadline, time.time() + args.mech_max_frac * 60 * args.max_minutes)
         held_ref = heldout[: args.mech_heldout]
         results["mechanism"] = mechanism_check(base, tok, mech_rows, held_ref, args, mech_deadline, on_batch)
         results["mechanism"]["seconds"] = round(time.perf_counter() - t0, 1)
