@@ -516,6 +516,9 @@ def main(argv=None) -> int:
     parser.add_argument("--mech-heldout", type=int, default=32, help="held-out reference answers tracked")
     parser.add_argument("--mech-max-frac", type=float, default=0.4, help="budget share of the mechanism check")
     parser.add_argument("--skip-mechanism", action="store_true")
+    parser.add_argument(
+        "--mechanism-from", type=Path, help="reuse the mechanism check (and probe) of an earlier run's JSON"
+    )
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-minutes", type=float, default=35.0)
@@ -554,7 +557,13 @@ def main(argv=None) -> int:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(results, indent=1) + "\n")
 
-    results["probe"] = probe(base, tok, args)
+    earlier = json.loads(args.mechanism_from.read_text()) if args.mechanism_from else None
+    if earlier is not None:
+        results["probe"], results["mechanism"] = earlier["probe"], earlier["mechanism"]
+        results["mechanism"]["command"] = earlier["command"]
+        args.skip_mechanism = True
+    else:
+        results["probe"] = probe(base, tok, args)
     task = args.task
     if task == "auto":
         task = max(results["probe"], key=lambda t: results["probe"][t]["frac_within_1_7"])
