@@ -24,7 +24,7 @@ no continual method. Reported: AA and BWT per method and task order with 95 % bo
 paired bootstrap intervals of AA(SLAO) - AA(method), and exact McNemar tests of SLAO vs each method on the final-stage
 predictions of all test examples.
 
-    python examples/slao_cl_benchmark.py --max-minutes 35
+    OMP_NUM_THREADS=1 nice -n 5 python examples/slao_cl_benchmark.py --max-minutes 40
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def main(argv=None) -> int:
     parser.add_argument("--text-tokens", type=int, default=48)
     parser.add_argument("--train-per-task", type=int, default=256)
     parser.add_argument("--dev-per-task", type=int, default=64)
-    parser.add_argument("--test-per-task", type=int, default=250)
+    parser.add_argument("--test-per-task", type=int, default=500)
     parser.add_argument(
         "--lrs", default="1e-3,3e-3,1e-2", help="grid searched on the dev split (one value: no search)"
     )
