@@ -61,6 +61,7 @@ import json
 import random
 import re
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -494,8 +495,6 @@ def evaluate(args, negatives: list[dict], start: float, deadline: float) -> int:
     train_pairs = [p for p, s in zip(pairs, split) if s == "train"]
     train = Dataset.from_dict({c: [p[c] for p in train_pairs] for c in cols})
     train = label_with_reward_models(train, {n: PairScorer(lookup(n, True), n) for n in JUDGES}, show_progress=False)
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         targs = TrainingArguments(
             output_dir=tmp,

@@ -458,6 +458,23 @@ def main(argv=None) -> int:
         }
     print("zero-shot:", results["zero_shot_test_accuracy"])
 
+    def fit_per_task_lora(task: str, lr: float):
+        """A fresh per-task LoRA on ``task`` alone (same seed for every call): the dev lr search and the upper bound."""
+        torch.manual_seed(args.seed)
+        model = get_peft_model(copy.deepcopy(top), lora_config("per_task"))
+        model.start_task()
+        train_task(
+            model,
+            data[task]["train"],
+            states[(task, "train")],
+            lr=lr,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            epochs=args.epochs,
+        )
+        model.finish_task()
+        return model
+
     # ---- learning rate on the dev split: per-task LoRA, mean dev accuracy over the 4 tasks
     t0 = time.perf_counter()
     dev = {}
@@ -465,19 +482,7 @@ def main(argv=None) -> int:
         for lr in lrs:
             accs = []
             for task in TASKS:
-                torch.manual_seed(args.seed)
-                model = get_peft_model(copy.deepcopy(top), lora_config("per_task"))
-                model.start_task()
-                train_task(
-                    model,
-                    data[task]["train"],
-                    states[(task, "train")],
-                    lr=lr,
-                    batch_size=args.batch_size,
-                    seed=args.seed,
-                    epochs=args.epochs,
-                )
-                model.finish_task()
+                model = fit_per_task_lora(task, lr)
                 accs.append(float(evaluate(model, data[task]["dev"], states[(task, "dev")]).mean()))
             dev[str(lr)] = {"per_task_dev_accuracy": dict(zip(TASKS, accs)), "mean": float(np.mean(accs))}
             print(f"dev lr {lr:g}: {dev[str(lr)]}")
@@ -496,19 +501,7 @@ def main(argv=None) -> int:
     if "per_task" in methods:
         t0 = time.perf_counter()
         for task in TASKS:
-            torch.manual_seed(args.seed)
-            model = get_peft_model(copy.deepcopy(top), lora_config("per_task"))
-            model.start_task()
-            train_task(
-                model,
-                data[task]["train"],
-                states[(task, "train")],
-                lr=lr,
-                batch_size=args.batch_size,
-                seed=args.seed,
-                epochs=args.epochs,
-            )
-            model.finish_task()
+            model = fit_per_task_lora(task, lr)
             correct_per_task[task] = evaluate(model, data[task]["test"], states[(task, "test")])
         runs["per_task"] = {
             "test_accuracy": {t: float(c.mean()) for t, c in correct_per_task.items()},

@@ -107,10 +107,11 @@ def paired(a: np.ndarray, b: np.ndarray, resamples: int = 10_000, seed: int = 0)
     }
 
 
-def run_batch(model, tok, batch, args) -> list[dict]:
+def encode_batch(tok, batch, args) -> tuple[dict, int, dict, dict]:
+    """Left-padded prompts of ``batch`` and the ``generate`` kwargs every arm shares: ``(enc, prompt_len, common,
+    sampling)``."""
     prompts, think_ends = zip(*(build_prompt(tok, q) for q, _ in batch), strict=True)
     enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-    plen = enc["input_ids"].shape[1]
     common = dict(
         custom_generate=thinkmerge,
         think_end=think_ends[0],
@@ -121,6 +122,11 @@ def run_batch(model, tok, batch, args) -> list[dict]:
         pad_token_id=tok.pad_token_id,
     )
     sampling = dict(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
+    return enc, enc["input_ids"].shape[1], common, sampling
+
+
+def run_batch(model, tok, batch, args) -> list[dict]:
+    enc, plen, common, sampling = encode_batch(tok, batch, args)
     eos = tok.eos_token_id
 
     def text(row) -> str:
@@ -157,19 +163,7 @@ def run_batch(model, tok, batch, args) -> list[dict]:
 
 def probe_batch(model, tok, batch, args) -> list[dict]:
     """Dev-split probe (task choice): greedy and K=8 independent sampled traces only, no ThinkMerge."""
-    prompts, think_ends = zip(*(build_prompt(tok, q) for q, _ in batch), strict=True)
-    enc = tok(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-    plen = enc["input_ids"].shape[1]
-    common = dict(
-        custom_generate=thinkmerge,
-        think_end=think_ends[0],
-        think_end_tokenizer=tok,
-        max_thinking_tokens=args.max_thinking_tokens,
-        max_new_tokens=args.max_new_tokens,
-        return_dict_in_generate=True,
-        pad_token_id=tok.pad_token_id,
-    )
-    sampling = dict(do_sample=True, temperature=args.temperature, top_p=args.top_p, top_k=0)
+    enc, plen, common, sampling = encode_batch(tok, batch, args)
     with torch.no_grad():
         torch.manual_seed(args.seed)
         greedy = model.generate(**enc, num_traces=1, do_sample=False, **common)
