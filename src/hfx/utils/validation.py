@@ -176,7 +176,7 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
         try:
             if bool(value == option):
                 return value
-        except Exception:  # noqa: S112 - an object whose == raises (or is ambiguous) is no match
+        except Exception:  # noqa: BLE001, S112 - an object whose == raises (or is ambiguous) is no match
             continue
     raise ValueError(f"`{name}` has to be one of {allowed}, but is {describe(value)}")
 
