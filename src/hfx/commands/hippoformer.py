@@ -36,7 +36,7 @@ def run(args) -> int:
     for name in ("steps", "num_walks"):
         if getattr(args, name) < 1:
             raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
-    from hfx._artifacts import prepare_output_dir
+    from hfx.utils.artifacts import prepare_output_dir
 
     prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
     from hfx.models.hippoformer.data import num_actions_of, random_walk_dataset

@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from hfx._artifacts import check_output_file, resolve_model
+    from hfx.utils.artifacts import check_output_file, resolve_model
 
     # every input and the output are checked before the heavy imports and before a model is built
     if args.method == "fastv":

@@ -48,7 +48,7 @@ def _check(args) -> None:
         raise ValueError(f"`--sc-epochs` must be >= 1 with --mode finetune, but is {args.sc_epochs}")
     if args.dataset == "ba-2motifs" and args.num_graphs % 2:
         raise ValueError(f"`--num-graphs` must be even, but is {args.num_graphs}")
-    from hfx._artifacts import check_output_file, prepare_output_dir
+    from hfx.utils.artifacts import check_output_file, prepare_output_dir
 
     prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
     if args.plot is not None:

@@ -35,6 +35,8 @@ class LinUCBRouter(BaseRouter):
         ValueError: ``num_arms < 1`` (empty pool), ``dim < 1``, ``alpha < 0``, ``ridge <= 0``, unknown ``granularity``.
     """
 
+    _config_keys = ("num_arms", "dim", "alpha", "ridge", "granularity", "arm_names")
+
     def __init__(
         self,
         num_arms: int,
@@ -131,6 +133,8 @@ class RandomRouter(BaseRouter):
         dim (`int`, *optional*): if given, ``h`` is checked against it.
         arm_names (`list[str]`, *optional*).
     """
+
+    _config_keys = ("num_arms", "dim", "arm_names")
 
     def __init__(self, num_arms: int, dim: int | None = None, arm_names: list[str] | None = None):
         if num_arms < 1:

@@ -18,6 +18,8 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 from transformers.utils import ModelOutput
 
+from hfx.utils.artifacts import ArtifactMixin
+
 
 PAPER_URL = "https://huggingface.co/papers/2510.02850"
 
@@ -121,6 +123,7 @@ class OfflineRouterOutput(ModelOutput):
 
 
 class OfflineRouter(
+    ArtifactMixin,
     nn.Module,
     PyTorchModelHubMixin,
     library_name="hfx",
@@ -158,8 +161,12 @@ class OfflineRouter(
 
     Raises:
         ValueError: empty or duplicate ``rm_names``, ``encoder_config`` without ``model_type``, ``max_length < 1``,
-            negative loss weights.
+            negative loss weights. ``from_pretrained`` / ``save_pretrained`` refuse another artifact's folder, a
+            corrupt file or a ``config.json`` missing one of these arguments
+            (:class:`~hfx.utils.artifacts.ArtifactMixin`).
     """
+
+    _hfx_artifact = "hfx_bayesian_router"
 
     def __init__(
         self,
@@ -411,14 +418,6 @@ class OfflineRouter(
                 force_download=force_download,
                 local_files_only=local_files_only,
                 token=token,
-            )
-        from hfx._artifacts import artifact_type
-
-        kind = artifact_type(folder)
-        if kind != "hfx_bayesian_router":
-            raise ValueError(
-                f"`{model_id}` is not an OfflineRouter folder (it holds a {kind!r} artifact): pass a folder written by "
-                "`OfflineRouter.save_pretrained`"
             )
         model = cls(**model_kwargs)
         load_model(model, os.path.join(folder, "model.safetensors"), strict=strict, device=map_location)

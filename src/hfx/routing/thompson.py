@@ -55,6 +55,8 @@ class ThompsonRouter(BaseRouter):
         >>> router.update(h, arms, rewards=torch.rand(5))
     """
 
+    _config_keys = ("num_arms", "dim", "prior_precision", "noise_variance", "use_prior", "arm_names", "jitter", "dtype")
+
     def __init__(
         self,
         prior_means: torch.Tensor,
