@@ -160,9 +160,9 @@ def publish(
         FileNotFoundError: for a ``source`` that does not exist (or a Hub id not cached while offline).
     """
     from hfx.utils.artifacts import hub_offline, prepare_output_dir, resolve_model
+    from hfx.utils.validation import check_choice
 
-    if name not in PUBLISHERS:
-        raise ValueError(f"`name` must be one of {sorted(PUBLISHERS)}, but is {name!r}")
+    check_choice("name", name, sorted(PUBLISHERS))
     if push_to is not None:
         _check_can_push(push_to, hub_offline())
     source = kwargs.get("source")

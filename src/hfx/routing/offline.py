@@ -19,6 +19,7 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from hfx.utils.artifacts import ArtifactMixin
+from hfx.utils.validation import check_float, check_int
 
 
 PAPER_URL = "https://huggingface.co/papers/2510.02850"
@@ -191,10 +192,9 @@ class OfflineRouter(
             raise ValueError("`rm_names` must not be empty: the reward-model pool needs at least one RM")
         if len(set(rm_names)) != len(rm_names):
             raise ValueError(f"`rm_names` must be unique, but is {rm_names}")
-        if max_length < 1:
-            raise ValueError(f"`max_length` must be >= 1, but is {max_length}")
-        if lambda_bt < 0 or lambda_cls < 0:
-            raise ValueError(f"`lambda_bt` and `lambda_cls` must be >= 0, but are {lambda_bt}, {lambda_cls}")
+        max_length = check_int("max_length", max_length, minimum=1)
+        lambda_bt = check_float("lambda_bt", lambda_bt, minimum=0.0)
+        lambda_cls = check_float("lambda_cls", lambda_cls, minimum=0.0)
         cfg = dict(encoder_config)
         config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
         self.encoder = AutoModel.from_config(config)

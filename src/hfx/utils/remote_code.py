@@ -168,6 +168,7 @@ def save_code(classes, folder) -> list[Path]:
     """
     modules, flat = _collect(classes)
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, module in modules.items():
         path = folder / f"{flat[name]}.py"
