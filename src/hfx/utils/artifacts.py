@@ -237,7 +237,7 @@ def describe_type(kind: str | None) -> str:
     if info is not None:
         return f"{info.name} ({kind!r}, saved by {info.saved_by})"
     if kind == "config:unreadable":
-        return "an unreadable config (a JSON file that does not parse)"
+        return "an unreadable config (a JSON file that does not parse, or not a JSON object)"
     if kind == "config:unknown":
         return "a config.json of no known kind (no `model_type`)"
     if kind.startswith("peft:"):
@@ -380,7 +380,7 @@ def check_files(folder: str | Path, *, who: str) -> None:
             if path.suffix == ".json" and path.stat().st_size <= _MAX_JSON_BYTES:
                 try:
                     json.loads(path.read_text(encoding="utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
                     raise ArtifactTypeError(
                         f"{who} cannot load {str(folder)!r}: {str(path)!r} is not valid JSON ({err})"
                     ) from None
@@ -659,7 +659,7 @@ class ConfigArtifactMixin(ArtifactMixin):
         if classes:
             from .remote_code import auto_map_for
 
-            self.auto_map = auto_map_for(classes)
+            self.auto_map = {**(getattr(self, "auto_map", None) or {}), **auto_map_for(classes)}
         result = super().save_pretrained(save_directory, *args, **kwargs)
         if classes:
             from .remote_code import save_code
@@ -942,17 +942,18 @@ def _check_hub_repo(repo_id: str, *, arg: str) -> None:
 
 
 def _cached_snapshot(repo_id: str, cache_dir: str | os.PathLike | None = None) -> str | None:
-    """The local HF-cache snapshot folder of ``repo_id`` (one with an identifying JSON file), or ``None``."""
+    """The local HF-cache snapshot folder of ``repo_id`` (no network), or ``None`` when it is not cached."""
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import snapshot_download, try_to_load_from_cache
 
         for filename in ("config.json", "adapter_config.json", "model_index.json"):
             found = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir)
             if isinstance(found, str):
                 return str(Path(found).parent)
-    except Exception:  # noqa: BLE001 -- an invalid repo id, an unreadable cache: treat as "not cached"
+        # a repo without those files (e.g. an official Celo2 checkpoint): the cached snapshot of its main ref
+        return str(snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=True))
+    except Exception:  # noqa: BLE001 -- an invalid repo id, an unreadable cache, not cached: "not cached"
         return None
-    return None
 
 
 __all__ = [
