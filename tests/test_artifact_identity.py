@@ -416,6 +416,13 @@ def test_a_missing_local_path_says_no_such_folder(tmp_path, name):
     _one_line(info.value)
 
 
+@pytest.mark.parametrize("name", list(LOADERS))
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="must name a folder"):
+        LOADERS[name][1]("")
+
+
 def _copy_own(folder, tmp_path, name) -> Path:
     copy = tmp_path / "copy"
     shutil.copytree(folder(LOADERS[name][0][0]), copy)

@@ -461,6 +461,8 @@ def check_load_source(
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"{who}: `{arg}` must be a folder or a Hub repo id (a str or path), but is {type(source)}")
     name = os.fspath(source)
+    if not name.strip():
+        raise ValueError(f"{who}: `{arg}` must name a folder or a Hub repo id, but is {name!r}")
     path = Path(name).expanduser()
     if not path.exists():
         if not isinstance(source, str) or not _is_hub_id(name):
