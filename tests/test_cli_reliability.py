@@ -471,7 +471,7 @@ def test_offline_router_refuses_another_artifacts_folder(tmp_path):
 
     a = make_artifacts(tmp_path)
     for key in ("rmod-value", "thr-grpo", "celo2"):
-        with pytest.raises(ValueError, match="not an OfflineRouter folder"):
+        with pytest.raises(ValueError, match="OfflineRouter.from_pretrained cannot load .*not a BayesianRouter offline"):
             OfflineRouter.from_pretrained(str(a[key]))
 
 

@@ -291,7 +291,7 @@ def test_render_model_card_from_template(tmp_path, monkeypatch):
 
 
 def test_publish_rejects_unknown_names(tmp_path):
-    with pytest.raises(ValueError, match="`name` must be one of"):
+    with pytest.raises(ValueError, match="`name` has to be one of"):  # the shared template (hfx.utils.validation)
         hub.publish("nope", tmp_path)
 
 

@@ -3,7 +3,7 @@
 The package root only re-exports. Public names resolve lazily (PEP 562), so ``import hfx`` imports neither torch nor
 transformers, and never trl, peft, diffusers, datasets or matplotlib: those load when their feature is first used.
 
-On import, hfx arranges three small, documented registrations (via :mod:`hfx._import_hooks`, which runs
+On import, hfx arranges four small, documented registrations (via :mod:`hfx._import_hooks`, which runs
 them the moment the library they extend is imported, or at once if it already is):
 
 * :func:`hfx.generation.registry.install_custom_generate_names` lets ``model.generate(..., custom_generate="thinkmerge")``
@@ -14,6 +14,10 @@ them the moment the library they extend is imported, or at once if it already is
 * :func:`hfx.prunesid.registration.register` adds the PruneSID LLaVA model types (``prunesid_llava``, ...) to
   transformers' ``AutoConfig`` / ``AutoModel`` / ``AutoModelForImageTextToText`` / ``AutoProcessor`` once those Auto
   modules are imported, so a saved pruned folder loads as the pruned classes; stock model types are not touched.
+* :func:`hfx.utils.artifacts.register_auto_configs` / :func:`~hfx.utils.artifacts.register_auto_models` add hfx's
+  own architectures (``hfx_selective_ssm``, ``mmtem``, ``hippoformer``, ``si_gnn``, ``hfx_rmod_value``: the table
+  :data:`hfx.utils.artifacts.ARCHITECTURES`) to ``AutoConfig`` / ``AutoModel*`` once transformers' Auto modules are
+  imported (SC-GNN's model class once its module is, as PyTorch Geometric is slow to import).
 """
 
 from typing import TYPE_CHECKING
@@ -121,11 +125,11 @@ def _register_prunesid_with_auto_classes() -> None:
 _register_prunesid_with_auto_classes()
 
 
-def _register_hippoformer_with_auto_classes() -> None:
-    from .models.hippoformer.registration import TRIGGER_MODULES
+def _register_architectures_with_auto_classes() -> None:
+    from .utils.artifacts import AUTO_TRIGGERS
 
-    for module, function in TRIGGER_MODULES.items():
-        _when_imported(module, f"hfx.models.hippoformer.registration:{function}")
+    for module, function in AUTO_TRIGGERS.items():
+        _when_imported(module, f"hfx.utils.artifacts:{function}")
 
 
-_register_hippoformer_with_auto_classes()
+_register_architectures_with_auto_classes()

@@ -39,7 +39,7 @@ PUBLISHERS: dict[str, str] = {
     "mmtem": "hfx.models.hippoformer.hub:publish_mmtem",
 }
 
-# artifact name -> (artifact types its `source=` may hold, see hfx._artifacts.artifact_type; what that is, in words).
+# artifact name -> (artifact types its `source=` may hold, see hfx.utils.artifacts.artifact_type; what that is, in words).
 # `publish` checks a source against this before its writer loads (and allocates) anything.
 SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "thinkmerge": (("transformers:",), "a transformers model folder (config.json with a model_type)"),
@@ -52,7 +52,7 @@ SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "celo2": (("hfx_celo2",), "a Celo2 meta-weights folder"),
     "selective-ssm-theory": (("hfx_selective_ssm",), "a folder saved by SelectiveSSMForSequenceClassification"),
     "memgas": (("hfx_memgas",), "a folder saved by MemGAS.save_pretrained"),
-    "devft": (("peft:lora",), "a folder saved by DevFTResult.save_pretrained (the `hfx federate --out`)"),
+    "devft": (("hfx_devft",), "a folder saved by DevFTResult.save_pretrained (the `hfx federate --out`)"),
     "sc-gnn": (("si_gnn",), "a folder saved by SelfInterpretableGNN.save_pretrained"),
     "hippoformer": (("hippoformer",), "a folder saved by HippoformerForNextObservation.save_pretrained"),
     "mmtem": (("mmtem",), "a folder saved by MMTEMModel.save_pretrained"),
@@ -141,8 +141,9 @@ def publish(
     """Write the Hub-ready folder of artifact ``name`` into ``out_dir`` (and push it when ``push_to`` is a repo id).
 
     Everything is checked before anything is loaded or written: the output folder (see
-    :func:`hfx._artifacts.prepare_output_dir`), the ``source`` folder's artifact type (:data:`SOURCE_TYPES`), and,
-    with ``push_to``, that a Hub token is available.
+    :func:`hfx.utils.artifacts.prepare_output_dir`), the ``source`` folder's artifact type (:data:`SOURCE_TYPES`), and,
+    with ``push_to``, that a Hub token is available. A writer that fails leaves nothing behind: what it added is
+    removed, and so is ``out_dir`` when this call created it.
 
     Args:
         name (`str`): one of :data:`PUBLISHERS` (``thinkmerge``, ``rmod-value``, ``thr-grpo``, ``prunesid-llava``,
@@ -158,25 +159,41 @@ def publish(
             ``source`` holding another artifact, or ``push_to`` without a Hub token.
         FileNotFoundError: for a ``source`` that does not exist (or a Hub id not cached while offline).
     """
-    from hfx._artifacts import hub_offline, prepare_output_dir, resolve_model
+    from hfx.utils.artifacts import hub_offline, prepare_output_dir, resolve_model
+    from hfx.utils.validation import check_choice
 
-    if name not in PUBLISHERS:
-        raise ValueError(f"`name` must be one of {sorted(PUBLISHERS)}, but is {name!r}")
+    check_choice("name", name, sorted(PUBLISHERS))
     if push_to is not None:
         _check_can_push(push_to, hub_offline())
     source = kwargs.get("source")
     if source is not None and name in SOURCE_TYPES and not (name == "celo2" and Path(source).is_file()):
         allowed, what = SOURCE_TYPES[name]
         kwargs["source"] = resolve_model(str(source), arg="source", allowed=allowed, what=what)
+    existed = Path(out_dir).expanduser().is_dir()
     out_dir = prepare_output_dir(out_dir, overwrite=overwrite, arg="out_dir")
+    before = {p.name for p in out_dir.iterdir()}
     module, function = PUBLISHERS[name].split(":")
     writer = getattr(importlib.import_module(module), function)
     if push_to and "repo_id" not in kwargs and "repo_id" in inspect.signature(writer).parameters:
         kwargs["repo_id"] = push_to  # the card's usage snippet names the repo the folder is pushed to
-    out = Path(writer(Path(out_dir), **kwargs))
+    try:
+        out = Path(writer(Path(out_dir), **kwargs))
+    except BaseException:
+        _remove_new_entries(out_dir, before, remove_folder=not existed)  # a failed writer leaves nothing behind
+        raise
     if push_to:
         push_folder_to_hub(out, push_to)
     return out
+
+
+def _remove_new_entries(folder: Path, before: set[str], *, remove_folder: bool) -> None:
+    """Undo a failed writer: delete what it added to ``folder`` (and ``folder`` itself when publish created it)."""
+    if remove_folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path in folder.iterdir():
+        if path.name not in before:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
 
 
 def _check_can_push(repo_id: str, offline: bool) -> None:

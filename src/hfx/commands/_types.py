@@ -1,31 +1,36 @@
 """argparse ``type=`` helpers shared by the sub-commands: a bad value becomes argparse's one-line usage error naming
-the flag (``argument --top-p: ...``) before anything is loaded."""
+the flag (``argument --top-p: has to be a finite float > 0 and <= 1, but is 2.0``) before anything is loaded.
+
+The bounds are checked by :mod:`hfx.utils.validation` (transformers' message template)."""
 
 from __future__ import annotations
 
 import argparse
-import math
+
+from hfx.utils.validation import check_float, check_int
 
 
 def _number(text: str, kind):
     try:
-        value = kind(text)
+        return kind(text)
     except (TypeError, ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
-    if kind is float and not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return value
+
+
+def _checked(check, value, **bounds):
+    """``check`` of :mod:`hfx.utils.validation` on a parsed value, its message without the argument's name (argparse
+    prefixes ``argument --flag:``)."""
+    try:
+        return check("_", value, **bounds)
+    except (TypeError, ValueError) as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("`_` ")) from None
 
 
 def int_range(low: int | None = None, high: int | None = None):
     """An ``int`` in ``[low, high]`` (either bound optional)."""
 
     def parse(text: str) -> int:
-        value = _number(text, int)
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f">= {low}" if high is None else f"in [{low}, {high}]" if low is not None else f"<= {high}"
-            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text!r}")
-        return value
+        return _checked(check_int, _number(text, int), minimum=low, maximum=high)
 
     parse.__name__ = "int"
     return parse
@@ -36,11 +41,7 @@ def float_range(low: float, high: float | None = None, *, low_open: bool = False
 
     def parse(text: str) -> float:
         value = _number(text, float)
-        if (value <= low if low_open else value < low) or (high is not None and value > high):
-            left = "(" if low_open else "["
-            bounds = f"in {left}{low}, {high}]" if high is not None else f"{'>' if low_open else '>='} {low}"
-            raise argparse.ArgumentTypeError(f"must be a number {bounds}, got {text!r}")
-        return value
+        return _checked(check_float, value, minimum=low, maximum=high, strict_minimum=low_open)
 
     parse.__name__ = "float"
     return parse

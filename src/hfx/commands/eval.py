@@ -105,7 +105,7 @@ def run(args) -> int:
     import time
     from datetime import datetime, timezone
 
-    from hfx._artifacts import prepare_output_dir
+    from hfx.utils.artifacts import prepare_output_dir
 
     # outputs and inputs are checked before the heavy imports and any compute: a bad --out-dir never costs a run
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -118,9 +118,9 @@ def run(args) -> int:
             "--overwrite"
         )
     if args.model is not None and args.model != "default":
-        from hfx._artifacts import resolve_model
+        from hfx.utils.artifacts import resolve_model
 
-        resolve_model(args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id")
+        resolve_model(args.model, arg="--model", allowed=("transformers:causal_lm",), what="a causal LM folder or Hub id")
     if args.data_file:
         rows = load_gsm8k(args.data_file, args.limit)
 

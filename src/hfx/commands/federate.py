@@ -88,7 +88,7 @@ def _data_dir(arg: str | None) -> Path:
 
 
 def run(args) -> int:
-    from hfx._artifacts import prepare_output_dir, require_artifact
+    from hfx.utils.artifacts import prepare_output_dir, require_artifact
 
     # every input and the output are checked before Flower, torch or the model are loaded
     prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
@@ -104,7 +104,7 @@ def run(args) -> int:
         model = Path(args.model)
         if not model.is_dir():
             raise ValueError(f"`--model` must be a local model folder (clients load it from disk), got {args.model!r}")
-        require_artifact(model, ("transformers:",), arg="--model", what="a causal LM folder (config.json)")
+        require_artifact(model, ("transformers:causal_lm",), arg="--model", what="a causal LM folder (config.json)")
 
     from hfx.federated.devft import DevFTConfig, load_cl_benchmark, run_devft
 

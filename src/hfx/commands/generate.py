@@ -50,17 +50,22 @@ def vllm_backend_error(args, command: str) -> str | None:
     return f"hfx {command}: error: `--backend vllm` needs vLLM, which is not installed here. {VLLM_INSTALL_HINT}"
 
 
+def check_model_arg(args) -> None:
+    """Resolve ``--model`` before anything heavy loads (:func:`hfx.utils.artifacts.resolve_model`)."""
+    if args.model is not None and args.model != "default":
+        from hfx.utils.artifacts import resolve_model
+
+        resolve_model(args.model, arg="--model", allowed=("transformers:causal_lm",), what="a causal LM folder or Hub id")
+
+
 def load_backend(args):
     """``(model, tokenizer)`` for ``--backend``: a transformers model, or a vLLM engine behind
     :class:`hfx.integrations.vllm.VLLMGenerator` (the same ``generate`` call).
 
-    ``--model`` is resolved first (:func:`hfx._artifacts.resolve_model`): a missing folder, another artifact's folder
+    ``--model`` is resolved first (:func:`check_model_arg`): a missing folder, another artifact's folder
     (an adapter, a pipeline, a router) or a Hub id that is not cached while ``HF_HUB_OFFLINE`` is set is refused with
     a one-line error before anything loads."""
-    if args.model is not None and args.model != "default":
-        from hfx._artifacts import resolve_model
-
-        resolve_model(args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id")
+    check_model_arg(args)
     if getattr(args, "backend", "hf") != "vllm":
         from hfx.models import load_causal_lm
 
@@ -107,12 +112,13 @@ def run(args) -> int:
     if error:
         print(error, file=sys.stderr)
         return 2
+    if not args.question.strip():
+        raise ValueError(f"`QUESTION` must be a non-empty string, but is {args.question!r}")
+    check_model_arg(args)  # fails fast (one Hub request at most) before torch and transformers load
     from tqdm.auto import tqdm
 
     from hfx.generation.thinkmerge.baselines import run_strategies
 
-    if not args.question.strip():
-        raise ValueError(f"`QUESTION` must be a non-empty string, but is {args.question!r}")
     model, tokenizer = load_backend(args)
     extra = {}
     if args.strategy in ("thinkmerge", "majority") and args.merge != "direct":

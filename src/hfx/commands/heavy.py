@@ -58,7 +58,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from hfx._artifacts import resolve_model
+    from hfx.utils.artifacts import resolve_model
 
     # every input is checked before torch, smolagents or the model are loaded
     if not args.question.strip():
@@ -67,7 +67,7 @@ def run(args) -> int:
         raise FileNotFoundError(f"`--corpus` {args.corpus!r} is not a file (expected JSON lines of {{title, text}})")
     if args.model is not None:
         args.model = resolve_model(
-            args.model, arg="--model", allowed=("transformers:",), what="a causal LM folder or Hub id"
+            args.model, arg="--model", allowed=("transformers:causal_lm",), what="a causal LM folder or Hub id"
         )
     import torch
 

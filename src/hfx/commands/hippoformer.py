@@ -31,12 +31,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    if args.model not in MODELS:
-        raise ValueError(f"`--model` must be one of {list(MODELS)}, but is {args.model!r}")
+    from hfx.utils.artifacts import prepare_output_dir
+    from hfx.utils.validation import check_choice, check_int
+
+    check_choice("--model", args.model, MODELS)
     for name in ("steps", "num_walks"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
-    from hfx._artifacts import prepare_output_dir
+        check_int(f"--{name.replace('_', '-')}", getattr(args, name), minimum=1)
 
     prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
     from hfx.models.hippoformer.data import num_actions_of, random_walk_dataset

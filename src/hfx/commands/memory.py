@@ -87,7 +87,7 @@ def run(args) -> int:
         if args.session_id is not None and len(sessions) != 1:
             raise ValueError("`--session-id` needs a file with exactly one session")
         if not exists:  # a new memory: never write memory.json into a file or another artifact's folder
-            from hfx._artifacts import prepare_output_dir
+            from hfx.utils.artifacts import prepare_output_dir
 
             prepare_output_dir(folder, arg="MEMORY_DIR", create=False)
     elif not exists:
@@ -96,7 +96,7 @@ def run(args) -> int:
         raise ValueError("`QUESTION` is empty")
     for flag in ("embedder", "llm"):
         if getattr(args, flag) is not None:
-            from hfx._artifacts import resolve_model
+            from hfx.utils.artifacts import resolve_model
 
             setattr(args, flag, resolve_model(getattr(args, flag), arg=f"--{flag}", allowed=("transformers:",),
                                               what="a transformers model folder or Hub id"))  # fmt: skip

@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from hfx._artifacts import check_output_file, resolve_model
+    from hfx.utils.artifacts import check_output_file, resolve_model
 
     # every input and the output are checked before the heavy imports and before a model is built
     if args.method == "fastv":
@@ -45,8 +45,9 @@ def run(args) -> int:
             "`--method fastv` drops tokens inside the LLM by the prompt's attention, so there is no pre-LLM selection "
             "to draw; use hfx.prunesid.apply(model, processor, method='fastv') for generation"
         )
-    if args.method not in PICTURE_METHODS:
-        raise ValueError(f"`--method` must be one of {', '.join(PICTURE_METHODS)}, not {args.method!r}")
+    from hfx.utils.validation import check_choice
+
+    check_choice("--method", args.method, PICTURE_METHODS)
     source = Path(args.image)
     if not source.exists():
         raise FileNotFoundError(f"`IMAGE` {args.image!r} does not exist")

@@ -23,8 +23,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from hfx._artifacts import prepare_output_dir, resolve_model
     from hfx.hub import SOURCE_TYPES, publish
+    from hfx.utils.artifacts import prepare_output_dir, resolve_model
 
     # checked here with the flags' names (hfx.hub.publish checks them again, by their Python names)
     if (

@@ -35,20 +35,18 @@ def add_arguments(parser) -> None:
 
 
 def _check(args) -> None:
-    if args.dataset not in DATASETS:
-        raise ValueError(f"`--dataset` must be one of {list(DATASETS)}, but is {args.dataset!r}")
-    if args.method not in ("gsat", "att", "size", "cal"):
-        raise ValueError(f"`--method` must be one of ['gsat', 'att', 'size', 'cal'], but is {args.method!r}")
-    if args.mode not in ("finetune", "joint"):
-        raise ValueError(f"`--mode` must be 'finetune' or 'joint', but is {args.mode!r}")
+    from hfx.utils.validation import check_choice, check_int
+
+    check_choice("--dataset", args.dataset, DATASETS)
+    check_choice("--method", args.method, ("gsat", "att", "size", "cal"))
+    check_choice("--mode", args.mode, ("finetune", "joint"))
     for name in ("epochs", "batch_size", "num_graphs"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1, but is {getattr(args, name)}")
+        check_int(f"--{name.replace('_', '-')}", getattr(args, name), minimum=1)
     if args.sc_epochs < 1 and args.mode == "finetune":
-        raise ValueError(f"`--sc-epochs` must be >= 1 with --mode finetune, but is {args.sc_epochs}")
+        raise ValueError(f"`--sc-epochs` has to be an integer >= 1 with --mode finetune, but is {args.sc_epochs}")
     if args.dataset == "ba-2motifs" and args.num_graphs % 2:
         raise ValueError(f"`--num-graphs` must be even, but is {args.num_graphs}")
-    from hfx._artifacts import check_output_file, prepare_output_dir
+    from hfx.utils.artifacts import check_output_file, prepare_output_dir
 
     prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)
     if args.plot is not None:

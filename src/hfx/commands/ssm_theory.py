@@ -65,7 +65,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import json
 
-    from hfx._artifacts import prepare_output_dir
+    from hfx.utils.artifacts import prepare_output_dir
 
     # outputs first: a bad --out is refused before anything is imported or trained
     out = prepare_output_dir(args.out, overwrite=args.overwrite, arg="--out", create=False)

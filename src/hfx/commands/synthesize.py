@@ -41,7 +41,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import sys
 
-    from hfx._artifacts import check_output_file, resolve_model
+    from hfx.utils.artifacts import check_output_file, resolve_model
 
     # every input and the output are checked before the heavy imports and the optimisation
     if not args.prompt.strip():

@@ -20,11 +20,11 @@ from transformers.models.llava.configuration_llava import LlavaConfig
 from transformers.models.llava_next.configuration_llava_next import LlavaNextConfig
 from transformers.models.llava_next_video.configuration_llava_next_video import LlavaNextVideoConfig
 
-from hfx._artifacts import strict_config_loading
+from hfx.utils.artifacts import ConfigArtifactMixin
 
 
 @strict
-class PruneSIDLlavaConfig(LlavaConfig):
+class PruneSIDLlavaConfig(ConfigArtifactMixin, LlavaConfig):
     """``LlavaConfig`` with the pruning settings; ``model_type = "prunesid_llava"``.
 
     Args:
@@ -34,31 +34,34 @@ class PruneSIDLlavaConfig(LlavaConfig):
 
     model_type = "prunesid_llava"
     prunesid: dict | None = None
-    get_config_dict, from_dict = strict_config_loading(
-        ("prunesid_llava", "llava"), ("prunesid",), required_for="prunesid_llava"
-    )
+    # a stock folder converts (pruning off); a saved PruneSID config must carry `prunesid` (null = off)
+    _hfx_loads = ("llava",)
+    _hfx_required = ("prunesid",)
+    _hfx_required_for = "prunesid_llava"
 
 
 @strict
-class PruneSIDLlavaNextConfig(LlavaNextConfig):
+class PruneSIDLlavaNextConfig(ConfigArtifactMixin, LlavaNextConfig):
     """``LlavaNextConfig`` with the pruning settings; ``model_type = "prunesid_llava_next"``."""
 
     model_type = "prunesid_llava_next"
     prunesid: dict | None = None
-    get_config_dict, from_dict = strict_config_loading(
-        ("prunesid_llava_next", "llava_next"), ("prunesid",), required_for="prunesid_llava_next"
-    )
+    # a stock folder converts (pruning off); a saved PruneSID config must carry `prunesid` (null = off)
+    _hfx_loads = ("llava_next",)
+    _hfx_required = ("prunesid",)
+    _hfx_required_for = "prunesid_llava_next"
 
 
 @strict
-class PruneSIDLlavaNextVideoConfig(LlavaNextVideoConfig):
+class PruneSIDLlavaNextVideoConfig(ConfigArtifactMixin, LlavaNextVideoConfig):
     """``LlavaNextVideoConfig`` with the pruning settings; ``model_type = "prunesid_llava_next_video"``."""
 
     model_type = "prunesid_llava_next_video"
     prunesid: dict | None = None
-    get_config_dict, from_dict = strict_config_loading(
-        ("prunesid_llava_next_video", "llava_next_video"), ("prunesid",), required_for="prunesid_llava_next_video"
-    )
+    # a stock folder converts (pruning off); a saved PruneSID config must carry `prunesid` (null = off)
+    _hfx_loads = ("llava_next_video",)
+    _hfx_required = ("prunesid",)
+    _hfx_required_for = "prunesid_llava_next_video"
 
 
 # stock config class -> PruneSID config class

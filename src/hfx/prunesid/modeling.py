@@ -43,6 +43,8 @@ from transformers.models.llava_next_video.modeling_llava_next_video import (
     LlavaNextVideoPreTrainedModel,
 )
 
+from hfx.utils.artifacts import ModelArtifactMixin
+
 from .baselines import TokenReduction, per_image_budgets, reduce_visual_tokens
 from .config import PruneSIDConfig
 from .configuration import (
@@ -394,7 +396,7 @@ def _with_model(stock_pretrained, model_cls, config_cls):
     return __init__
 
 
-class PruneSIDLlavaForConditionalGeneration(LlavaForConditionalGeneration):
+class PruneSIDLlavaForConditionalGeneration(ModelArtifactMixin, LlavaForConditionalGeneration):
     """``LlavaForConditionalGeneration`` with PruneSID visual-token pruning (``self.model`` is
     :class:`PruneSIDLlavaModel`). Loads stock llava-hf checkpoints with every weight (conversion mapping registered).
 
@@ -407,20 +409,23 @@ class PruneSIDLlavaForConditionalGeneration(LlavaForConditionalGeneration):
         ```
     """
 
+    _hfx_loads = ("llava",)  # a stock checkpoint loads (identity checks: ModelArtifactMixin)
     config_class = PruneSIDLlavaConfig
     __init__ = _with_model(LlavaPreTrainedModel, PruneSIDLlavaModel, PruneSIDLlavaConfig)
 
 
-class PruneSIDLlavaNextForConditionalGeneration(LlavaNextForConditionalGeneration):
+class PruneSIDLlavaNextForConditionalGeneration(ModelArtifactMixin, LlavaNextForConditionalGeneration):
     """``LlavaNextForConditionalGeneration`` with per-crop PruneSID pruning (:class:`PruneSIDLlavaNextModel`)."""
 
+    _hfx_loads = ("llava_next",)  # a stock checkpoint loads (identity checks: ModelArtifactMixin)
     config_class = PruneSIDLlavaNextConfig
     __init__ = _with_model(LlavaNextPreTrainedModel, PruneSIDLlavaNextModel, PruneSIDLlavaNextConfig)
 
 
-class PruneSIDLlavaNextVideoForConditionalGeneration(LlavaNextVideoForConditionalGeneration):
+class PruneSIDLlavaNextVideoForConditionalGeneration(ModelArtifactMixin, LlavaNextVideoForConditionalGeneration):
     """``LlavaNextVideoForConditionalGeneration`` with per-crop / per-frame pruning (:class:`PruneSIDLlavaNextVideoModel`)."""
 
+    _hfx_loads = ("llava_next_video",)  # a stock checkpoint loads (identity checks: ModelArtifactMixin)
     config_class = PruneSIDLlavaNextVideoConfig
     __init__ = _with_model(LlavaNextVideoPreTrainedModel, PruneSIDLlavaNextVideoModel, PruneSIDLlavaNextVideoConfig)
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 
 ROUTER_STATE_FILE = "router.safetensors"
 ROUTER_CONFIG_FILE = "router_config.json"
+
+# router class name -> class, filled by `BaseRouter.__init_subclass__` (so `load` dispatches without importing the
+# subclasses' modules: no import circle between this module and thompson.py / linucb.py)
+ROUTER_CLASSES: dict[str, type] = {}
 
 
 def check_arm_names(arm_names, num_arms: int) -> list[str]:
@@ -41,6 +45,11 @@ class BaseRouter:
     num_arms: int
     dim: int | None
     arm_names: list[str]
+    _config_keys: ClassVar[tuple[str, ...]] = ()  # what `_config` writes and `_from_config` needs
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        ROUTER_CLASSES[cls.__name__] = cls
 
     # ----------------------------------------------------------------------------------------------- checks
     def _check_h(self, h) -> torch.Tensor:
@@ -112,10 +121,16 @@ class BaseRouter:
 
     # ----------------------------------------------------------------------------------------------- save / load
     def save(self, directory: str | Path) -> Path:
-        """Write ``router_config.json`` + ``router.safetensors`` into ``directory`` (an online run can resume)."""
+        """Write ``router_config.json`` + ``router.safetensors`` into ``directory`` (an online run can resume).
+
+        Raises:
+            ValueError: if ``directory`` is a file or holds another artifact (nothing is written).
+        """
         from safetensors.torch import save_file
 
-        directory = Path(directory)
+        from hfx.utils.artifacts import check_save_target
+
+        directory = check_save_target(directory, "hfx_online_router", who=f"{type(self).__name__}.save", arg="directory")
         directory.mkdir(parents=True, exist_ok=True)
         config = {"router_class": type(self).__name__, **self._config()}
         (directory / ROUTER_CONFIG_FILE).write_text(json.dumps(config, indent=2, sort_keys=True))
@@ -130,27 +145,31 @@ class BaseRouter:
         Called on :class:`BaseRouter` it dispatches on the saved ``router_class``.
 
         Raises:
-            ValueError: if the folder holds another router class than ``cls``.
+            FileNotFoundError: if ``directory`` does not exist.
+            ValueError: if it holds another artifact (naming both), a corrupt file, a config missing a field, or
+                another router class than ``cls``.
         """
         from safetensors.torch import load_file
 
-        from . import linucb, thompson
+        from hfx.utils.artifacts import ArtifactNotFoundError, check_load_source, check_required_keys
 
-        directory = Path(directory)
-        config = json.loads((directory / ROUTER_CONFIG_FILE).read_text())
+        who = f"{cls.__name__}.load"
+        path = check_load_source(directory, ("hfx_online_router",), who=who, arg="directory")
+        if path is None:
+            raise ArtifactNotFoundError(f"{who}: `directory` {str(directory)!r}: no such folder")
+        config = json.loads((path / ROUTER_CONFIG_FILE).read_text())
+        check_required_keys(config, ("router_class",), who=who, where=repr(str(directory)), file=ROUTER_CONFIG_FILE)
         name = config.pop("router_class")
-        classes = {
-            "ThompsonRouter": thompson.ThompsonRouter,
-            "LinUCBRouter": linucb.LinUCBRouter,
-            "RandomRouter": linucb.RandomRouter,
-        }
-        if name not in classes:
-            raise ValueError(f"`router_class` in {directory} must be one of {sorted(classes)}, but is {name!r}")
-        target = classes[name]
+        if name not in ROUTER_CLASSES:
+            raise ValueError(f"`router_class` in {directory} must be one of {sorted(ROUTER_CLASSES)}, but is {name!r}")
+        target = ROUTER_CLASSES[name]
         if cls is not BaseRouter and target is not cls:
             raise ValueError(f"{directory} holds a {name}, not a {cls.__name__}")
+        check_required_keys(config, target._config_keys, who=who, where=repr(str(directory)), file=ROUTER_CONFIG_FILE)
+        if not (path / ROUTER_STATE_FILE).is_file():
+            raise ArtifactNotFoundError(f"{who}: {str(path / ROUTER_STATE_FILE)!r} is missing")
         router = target._from_config(config)
-        router.load_state_dict(load_file(str(directory / ROUTER_STATE_FILE)))
+        router.load_state_dict(load_file(str(path / ROUTER_STATE_FILE)))
         return router
 
     def __repr__(self) -> str:

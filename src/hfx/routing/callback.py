@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from transformers import TrainerCallback
 
+from hfx.utils.validation import check_choice
+
 from .labeling import _completion_text
 from .trl import RoutedRewardModel
 
@@ -94,8 +96,7 @@ class RouterUpdateCallback(TrainerCallback):
         loss_fn: Callable | None = None,
         max_length: int | None = 1024,
     ):
-        if reference not in ("initial", "none"):
-            raise ValueError(f"`reference` must be one of ['initial', 'none'], but is {reference!r}")
+        check_choice("reference", reference, ("initial", "none"))
         self.routed, self.tokenizer, self.beta = routed, tokenizer, float(beta)
         self.reference, self.ref_model, self.loss_fn, self.max_length = reference, ref_model, loss_fn, max_length
         self.num_updates = 0

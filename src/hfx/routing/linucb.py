@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from hfx.utils.validation import check_choice, check_float, check_int
+
 from .base import BaseRouter, check_arm_names
 
 
@@ -35,6 +37,8 @@ class LinUCBRouter(BaseRouter):
         ValueError: ``num_arms < 1`` (empty pool), ``dim < 1``, ``alpha < 0``, ``ridge <= 0``, unknown ``granularity``.
     """
 
+    _config_keys = ("num_arms", "dim", "alpha", "ridge", "granularity", "arm_names")
+
     def __init__(
         self,
         num_arms: int,
@@ -44,16 +48,13 @@ class LinUCBRouter(BaseRouter):
         granularity: str = "batch",
         arm_names: list[str] | None = None,
     ):
+        num_arms = check_int("num_arms", num_arms)
         if num_arms < 1:
-            raise ValueError(f"`num_arms` must be >= 1 (the reward-model pool must not be empty), but is {num_arms}")
-        if dim < 1:
-            raise ValueError(f"`dim` must be >= 1, but is {dim}")
-        if alpha < 0:
-            raise ValueError(f"`alpha` must be >= 0, but is {alpha}")
-        if not ridge > 0:
-            raise ValueError(f"`ridge` must be > 0, but is {ridge}")
-        if granularity not in ("batch", "pair"):
-            raise ValueError(f"`granularity` must be one of ['batch', 'pair'], but is {granularity!r}")
+            raise ValueError(f"`num_arms` has to be an integer >= 1 (the reward-model pool must not be empty), but is {num_arms}")
+        dim = check_int("dim", dim, minimum=1)
+        alpha = check_float("alpha", alpha, minimum=0.0)
+        ridge = check_float("ridge", ridge, minimum=0.0, strict_minimum=True)
+        check_choice("granularity", granularity, ("batch", "pair"))
         self.num_arms, self.dim = int(num_arms), int(dim)
         self.alpha, self.ridge, self.granularity = float(alpha), float(ridge), granularity
         self.arm_names = check_arm_names(arm_names, self.num_arms)
@@ -132,9 +133,12 @@ class RandomRouter(BaseRouter):
         arm_names (`list[str]`, *optional*).
     """
 
+    _config_keys = ("num_arms", "dim", "arm_names")
+
     def __init__(self, num_arms: int, dim: int | None = None, arm_names: list[str] | None = None):
+        num_arms = check_int("num_arms", num_arms)
         if num_arms < 1:
-            raise ValueError(f"`num_arms` must be >= 1 (the reward-model pool must not be empty), but is {num_arms}")
+            raise ValueError(f"`num_arms` has to be an integer >= 1 (the reward-model pool must not be empty), but is {num_arms}")
         self.num_arms, self.dim = int(num_arms), dim
         self.arm_names = check_arm_names(arm_names, self.num_arms)
         self.counts = torch.zeros(self.num_arms, dtype=torch.long)

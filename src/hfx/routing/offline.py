@@ -18,6 +18,9 @@ from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 from transformers.utils import ModelOutput
 
+from hfx.utils.artifacts import ArtifactMixin
+from hfx.utils.validation import check_float, check_int
+
 
 PAPER_URL = "https://huggingface.co/papers/2510.02850"
 
@@ -121,6 +124,7 @@ class OfflineRouterOutput(ModelOutput):
 
 
 class OfflineRouter(
+    ArtifactMixin,
     nn.Module,
     PyTorchModelHubMixin,
     library_name="hfx",
@@ -158,8 +162,12 @@ class OfflineRouter(
 
     Raises:
         ValueError: empty or duplicate ``rm_names``, ``encoder_config`` without ``model_type``, ``max_length < 1``,
-            negative loss weights.
+            negative loss weights. ``from_pretrained`` / ``save_pretrained`` refuse another artifact's folder, a
+            corrupt file or a ``config.json`` missing one of these arguments
+            (:class:`~hfx.utils.artifacts.ArtifactMixin`).
     """
+
+    _hfx_artifact = "hfx_bayesian_router"
 
     def __init__(
         self,
@@ -184,10 +192,9 @@ class OfflineRouter(
             raise ValueError("`rm_names` must not be empty: the reward-model pool needs at least one RM")
         if len(set(rm_names)) != len(rm_names):
             raise ValueError(f"`rm_names` must be unique, but is {rm_names}")
-        if max_length < 1:
-            raise ValueError(f"`max_length` must be >= 1, but is {max_length}")
-        if lambda_bt < 0 or lambda_cls < 0:
-            raise ValueError(f"`lambda_bt` and `lambda_cls` must be >= 0, but are {lambda_bt}, {lambda_cls}")
+        max_length = check_int("max_length", max_length, minimum=1)
+        lambda_bt = check_float("lambda_bt", lambda_bt, minimum=0.0)
+        lambda_cls = check_float("lambda_cls", lambda_cls, minimum=0.0)
         cfg = dict(encoder_config)
         config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
         self.encoder = AutoModel.from_config(config)
@@ -411,14 +418,6 @@ class OfflineRouter(
                 force_download=force_download,
                 local_files_only=local_files_only,
                 token=token,
-            )
-        from hfx._artifacts import artifact_type
-
-        kind = artifact_type(folder)
-        if kind != "hfx_bayesian_router":
-            raise ValueError(
-                f"`{model_id}` is not an OfflineRouter folder (it holds a {kind!r} artifact): pass a folder written by "
-                "`OfflineRouter.save_pretrained`"
             )
         model = cls(**model_kwargs)
         load_model(model, os.path.join(folder, "model.safetensors"), strict=strict, device=map_location)

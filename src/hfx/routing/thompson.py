@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from hfx.utils.validation import check_float, check_int
+
 from .base import BaseRouter, check_arm_names
 
 
@@ -55,6 +57,8 @@ class ThompsonRouter(BaseRouter):
         >>> router.update(h, arms, rewards=torch.rand(5))
     """
 
+    _config_keys = ("num_arms", "dim", "prior_precision", "noise_variance", "use_prior", "arm_names", "jitter", "dtype")
+
     def __init__(
         self,
         prior_means: torch.Tensor,
@@ -77,12 +81,9 @@ class ThompsonRouter(BaseRouter):
             raise ValueError("`prior_means` must have d >= 1 columns")
         if not torch.isfinite(prior_means).all():
             raise ValueError("`prior_means` must be finite")
-        if not prior_precision > 0:
-            raise ValueError(f"`prior_precision` must be > 0, but is {prior_precision}")
-        if not noise_variance > 0:
-            raise ValueError(f"`noise_variance` must be > 0, but is {noise_variance}")
-        if not jitter >= 0:
-            raise ValueError(f"`jitter` must be >= 0, but is {jitter}")
+        prior_precision = check_float("prior_precision", prior_precision, minimum=0.0, strict_minimum=True)
+        noise_variance = check_float("noise_variance", noise_variance, minimum=0.0, strict_minimum=True)
+        jitter = check_float("jitter", jitter, minimum=0.0)
         self.num_arms, self.dim = prior_means.shape
         self.arm_names = check_arm_names(arm_names, self.num_arms)
         self.prior_precision = float(prior_precision)
@@ -321,8 +322,7 @@ class QuantileRewardNormalizer:
     def __init__(self, low: float = 0.2, high: float = 0.8, min_history: int = 20):
         if not 0.0 <= low < high <= 1.0:
             raise ValueError(f"`low` and `high` must satisfy 0 <= low < high <= 1, but are {low}, {high}")
-        if min_history < 1:
-            raise ValueError(f"`min_history` must be >= 1, but is {min_history}")
+        min_history = check_int("min_history", min_history, minimum=1)
         self.low, self.high, self.min_history = float(low), float(high), int(min_history)
         self.history: list[float] = []
 
@@ -369,10 +369,8 @@ class EMARewardNormalizer:
     """
 
     def __init__(self, num_arms: int, alpha: float = 0.01, min_count: int = 5):
-        if num_arms < 1:
-            raise ValueError(f"`num_arms` must be >= 1, but is {num_arms}")
-        if not 0.0 < alpha <= 1.0:
-            raise ValueError(f"`alpha` must lie in (0, 1], but is {alpha}")
+        num_arms = check_int("num_arms", num_arms, minimum=1)
+        alpha = check_float("alpha", alpha, minimum=0.0, maximum=1.0, strict_minimum=True)
         self.alpha, self.min_count = float(alpha), int(min_count)
         self.ema_mean = [0.0] * num_arms
         self.ema_var = [0.0] * num_arms

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
+from hfx.utils.validation import check_choice, check_float, check_int, check_optional
+
 from .base import BaseRouter
 from .labeling import PairScorer, as_pair_scorer
 from .thompson import EMARewardNormalizer, QuantileRewardNormalizer, advantage
@@ -134,16 +136,10 @@ class RoutedRewardModel:
                     f"`reward_models` holds {len(reward_models)} RMs but the router has {router.num_arms} arms"
                 )
             scorers = [as_pair_scorer(rm, name=n) for rm, n in zip(reward_models, router.arm_names)]
-        if reward_mode not in ("preference", "score"):
-            raise ValueError(f"`reward_mode` must be one of ['preference', 'score'], but is {reward_mode!r}")
-        if pairing not in PAIRINGS:
-            raise ValueError(f"`pairing` must be one of {list(PAIRINGS)}, but is {pairing!r}")
-        if isinstance(tie_eps, bool) or not isinstance(tie_eps, (int, float)) or not 0 <= tie_eps < float("inf"):
-            raise ValueError(f"`tie_eps` must be a finite float >= 0, but is {tie_eps!r}")
-        if pairs_per_query is not None and (
-            isinstance(pairs_per_query, bool) or not isinstance(pairs_per_query, int) or pairs_per_query < 1
-        ):
-            raise ValueError(f"`pairs_per_query` must be a positive integer or None, but is {pairs_per_query!r}")
+        check_choice("reward_mode", reward_mode, ("preference", "score"))
+        check_choice("pairing", pairing, PAIRINGS)
+        tie_eps = check_float("tie_eps", tie_eps, minimum=0.0)
+        pairs_per_query = check_optional(check_int, "pairs_per_query", pairs_per_query, minimum=1)
         if not (hasattr(encoder, "embed_pairs") or callable(encoder)):
             raise TypeError(
                 "`encoder` must be an OfflineRouter or a callable (prompts, responses_a, responses_b) -> h"

@@ -18,6 +18,7 @@ each run the clients (on a 2-core machine: one or two).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -91,7 +92,9 @@ class DevFTResult:
         ``PeftModel.from_pretrained(base, dir)``) and the run's history, plans and config as ``devft_history.json``."""
         from safetensors.torch import save_file
 
-        out = Path(save_directory)
+        from hfx.utils.artifacts import check_save_target
+
+        out = check_save_target(save_directory, "hfx_devft", who="DevFTResult.save_pretrained")
         out.mkdir(parents=True, exist_ok=True)
         (out / "adapter_config.json").write_text(json.dumps(self.lora_config, indent=2), encoding="utf-8")
         save_file({k: v.contiguous() for k, v in self.lora_state.items()}, str(out / "adapter_model.safetensors"))
@@ -105,15 +108,25 @@ class DevFTResult:
         """Load what :meth:`save_pretrained` wrote.
 
         Raises:
-            FileNotFoundError: if ``directory`` lacks the adapter or the history file.
+            FileNotFoundError: if ``directory`` does not exist or lacks the adapter or the history file.
+            ValueError: if it holds another artifact (naming both) or a corrupt file.
         """
         from safetensors.torch import load_file
 
+        from hfx.utils.artifacts import ArtifactNotFoundError, check_load_source
+
+        who = "DevFTResult.from_pretrained"
+        if check_load_source(directory, ("hfx_devft",), who=who, arg="directory") is None:
+            raise ArtifactNotFoundError(f"{who}: `directory` {str(directory)!r}: no such folder")
         directory = Path(directory)
         for name in (HISTORY_FILE, "adapter_config.json", "adapter_model.safetensors"):
             if not (directory / name).is_file():
                 raise FileNotFoundError(f"{directory / name} not found (not a saved DevFT run)")
         meta = json.loads((directory / HISTORY_FILE).read_text(encoding="utf-8"))
+        from hfx.utils.artifacts import check_required_keys
+
+        fields = [f.name for f in dataclasses.fields(cls) if f.name not in ("lora_state", "lora_config")]
+        check_required_keys(meta, fields, who=who, where=repr(str(directory)), file=HISTORY_FILE)
         lora_config = json.loads((directory / "adapter_config.json").read_text(encoding="utf-8"))
         state = OrderedDict(load_file(str(directory / "adapter_model.safetensors")))
         return cls(lora_state=state, lora_config=lora_config, **meta)
@@ -457,6 +470,10 @@ def run_devft(
             base_path = str(base_model)
             if not Path(base_path).is_dir():
                 raise ValueError(f"`base_model` must be a local folder (clients load it from disk), got {base_path!r}")
+            from hfx.utils.artifacts import require_artifact
+
+            # an adapter folder (SLAO, LoRA) would make transformers fetch its base model from the Hub
+            require_artifact(base_path, ("transformers:causal_lm",), arg="base_model", what="a causal LM folder")
             model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32).eval()
             tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(base_path)
         else:

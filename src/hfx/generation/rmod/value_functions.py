@@ -27,7 +27,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedConfig, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from hfx._artifacts import strict_config_loading
+from hfx.utils.artifacts import ConfigArtifactMixin, ModelArtifactMixin, register_module
 
 
 try:  # transformers >= 5.20: PreTrainedConfig builds sub-configs declared with SubConfigSpec
@@ -126,7 +126,7 @@ def _backbone_config(value):
 
 
 @strict
-class MultiObjectiveValueConfig(PreTrainedConfig):
+class MultiObjectiveValueConfig(ConfigArtifactMixin, PreTrainedConfig):
     r"""Configuration of a [`MultiObjectiveValueModel`]: a backbone config plus ``G`` linear value heads.
 
     Args:
@@ -145,9 +145,8 @@ class MultiObjectiveValueConfig(PreTrainedConfig):
     """
 
     model_type = "hfx_rmod_value"
-    # another artifact's config.json (or one without `backbone_config`) is refused instead of building a default
-    # 4096-wide Llama backbone
-    get_config_dict, from_dict = strict_config_loading(("hfx_rmod_value",), ("backbone_config",))
+    # (ConfigArtifactMixin) another artifact's config.json, or one without a field of this class (`backbone_config`,
+    # `num_objectives`, ...), is refused instead of building a default 4096-wide Llama backbone or inventing names
     if SubConfigSpec is not None:
         sub_configs_defaults: ClassVar[dict] = {
             "backbone_config": SubConfigSpec(config_class=AutoConfig, model_type="llama")
@@ -196,8 +195,9 @@ class MultiObjectiveValueOutput(ModelOutput):
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
 
 
-class MultiObjectiveValuePreTrainedModel(PreTrainedModel):
+class MultiObjectiveValuePreTrainedModel(ModelArtifactMixin, PreTrainedModel):
     config_class = MultiObjectiveValueConfig
+    accepts_loss_kwargs = False  # a mean loss: `Trainer` passes no `num_items_in_batch`, divides by accumulation steps
     base_model_prefix = "backbone"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
@@ -341,12 +341,7 @@ class MultiObjectiveValueModel(MultiObjectiveValuePreTrainedModel):
         )
 
 
-def _register_auto():
-    AutoConfig.register(MultiObjectiveValueConfig.model_type, MultiObjectiveValueConfig, exist_ok=True)
-    AutoModel.register(MultiObjectiveValueConfig, MultiObjectiveValueModel, exist_ok=True)
-
-
-_register_auto()
+register_module(__name__)  # AutoConfig + AutoModel (see hfx.utils.artifacts.ARCHITECTURES)
 
 
 # --------------------------------------------------------------------------------------------------------------------

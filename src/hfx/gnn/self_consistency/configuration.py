@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from transformers import PretrainedConfig
 
+from hfx.utils.artifacts import ConfigArtifactMixin, register_module
+
 
 SI_GNN_METHODS = ("gsat", "att", "size", "cal")
 ATTENTION_LEVELS = ("edge", "node")
@@ -26,7 +28,7 @@ def _check_non_negative(name: str, value) -> None:
         raise ValueError(f"`{name}` must be a number >= 0, but is {value!r}")
 
 
-class SelfInterpretableGNNConfig(PretrainedConfig):
+class SelfInterpretableGNNConfig(ConfigArtifactMixin, PretrainedConfig):
     r"""Configuration of [`SelfInterpretableGNN`]: a GIN encoder, an MLP explainer giving edge (or node) attention, and
     a classifier run on the attention-weighted graph, for the SI-GNNs GSAT, ATT, SIZE and CAL, each with or without the
     self-consistency (SC) loss of *Self-Consistency Improves the Trustworthiness of Self-Interpretable GNNs* (Tai et
@@ -199,3 +201,6 @@ class SelfInterpretableGNNConfig(PretrainedConfig):
     def num_logits(self) -> int:
         """1 for binary classification (one logit, BCE, as the authors' code), else ``num_classes``."""
         return 1 if self.num_classes == 2 else self.num_classes
+
+
+register_module(__name__)  # AutoConfig (see hfx.utils.artifacts.ARCHITECTURES)

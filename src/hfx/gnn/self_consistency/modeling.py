@@ -15,8 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GINConv, InstanceNorm, global_add_pool
-from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
+
+from hfx.utils.artifacts import ModelArtifactMixin, register_module
 
 from .configuration import SelfInterpretableGNNConfig
 
@@ -171,7 +173,7 @@ class SelfInterpretableGNNOutput(ModelOutput):
     shortcut_logits: torch.FloatTensor | None = None
 
 
-class SelfInterpretableGNN(PreTrainedModel):
+class SelfInterpretableGNN(ModelArtifactMixin, PreTrainedModel):
     r"""A self-interpretable GNN (GSAT / ATT / SIZE / CAL over GIN) whose explanation can be trained to be
     self-consistent (SC-GNN, Tai et al., ICLR 2026, OpenReview ``hxGdAUn3sB``).
 
@@ -182,7 +184,8 @@ class SelfInterpretableGNN(PreTrainedModel):
     :func:`si_gnn_loss`; this model only exposes the pieces.
 
     It is a [`~transformers.PreTrainedModel`]: ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` and
-    ``AutoModel.from_pretrained`` (after ``import hfx.gnn``) work as usual.
+    ``AutoModel.from_pretrained`` (after ``import hfx`` and once this module is imported) work as usual; a saved folder
+    carries this code and an ``auto_map``, so it also loads with plain transformers and ``trust_remote_code=True``.
 
     Example:
 
@@ -195,6 +198,7 @@ class SelfInterpretableGNN(PreTrainedModel):
     """
 
     config_class = SelfInterpretableGNNConfig
+    accepts_loss_kwargs = False  # a mean loss: `Trainer` passes no `num_items_in_batch`, divides by accumulation steps
     base_model_prefix = "si_gnn"
     main_input_name = "x"
 
@@ -381,9 +385,4 @@ def logits_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
     return logits.softmax(-1)
 
 
-def _register_auto() -> None:
-    AutoConfig.register(SelfInterpretableGNNConfig.model_type, SelfInterpretableGNNConfig, exist_ok=True)
-    AutoModel.register(SelfInterpretableGNNConfig, SelfInterpretableGNN, exist_ok=True)
-
-
-_register_auto()
+register_module(__name__)  # AutoModel (see hfx.utils.artifacts.ARCHITECTURES)

@@ -9,6 +9,7 @@ session's score is the sum of its nodes' PPR mass, and an LLM filters the top-k 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 from huggingface_hub import ModelHubMixin
+
+from hfx.utils.artifacts import ArtifactMixin
 
 from .base import MemoryAnswer, RetrievedMemory, SessionMemory, format_memories
 from .components import DEFAULT_EMBEDDER_NAME
@@ -32,6 +35,7 @@ EMBEDDINGS_FILE = "embeddings.safetensors"
 
 
 class MemGAS(
+    ArtifactMixin,
     SessionMemory,
     ModelHubMixin,
     library_name="hfx",
@@ -87,6 +91,13 @@ class MemGAS(
     memory.save_pretrained("my-memory")      # MemGAS.from_pretrained("my-memory") restores it exactly
     ```
     """
+
+    _hfx_artifact = "hfx_memgas"
+
+    @classmethod
+    def _hfx_required_keys(cls) -> tuple[str, ...]:
+        """``config.json`` is a :class:`MemGASConfig`: every field must be there (none is invented on load)."""
+        return tuple(f.name for f in dataclasses.fields(MemGASConfig))
 
     def __init__(
         self,

@@ -20,6 +20,8 @@ from __future__ import annotations
 from huggingface_hub.dataclasses import strict
 from transformers.configuration_utils import PreTrainedConfig
 
+from hfx.utils.artifacts import ConfigArtifactMixin, register_module
+
 
 MEMORY_TYPES = ("meta_mlp", "hebbian")
 MEMORY_SCANS = ("chunked", "recurrent")
@@ -40,7 +42,7 @@ def _check_positive(name: str, value, strict_positive: bool = True) -> None:
 
 
 @strict
-class MMTEMConfig(PreTrainedConfig):
+class MMTEMConfig(ConfigArtifactMixin, PreTrainedConfig):
     r"""Configuration of :class:`~hfx.models.hippoformer.MMTEMModel` (``model_type = "mmtem"``).
 
     Shapes below use ``B`` walks, ``T`` steps, ``V = observation_vocab_size``, ``d_g = structural_size``,
@@ -216,7 +218,7 @@ class MMTEMConfig(PreTrainedConfig):
 
 
 @strict
-class HippoformerConfig(PreTrainedConfig):
+class HippoformerConfig(ConfigArtifactMixin, PreTrainedConfig):
     r"""Configuration of :class:`~hfx.models.hippoformer.HippoformerForNextObservation` (``model_type =
     "hippoformer"``): mm-TEM in parallel with a single-layer Transformer, fused by a head.
 
@@ -304,6 +306,9 @@ class HippoformerConfig(PreTrainedConfig):
                     f"`mmtem_config.{name}` ({getattr(self.mmtem_config, name)}) must equal `{name}` "
                     f"({getattr(self, name)})"
                 )
+
+
+register_module(__name__)  # AutoConfig (see hfx.utils.artifacts.ARCHITECTURES)
 
 
 __all__ = ["HippoformerConfig", "MMTEMConfig"]

@@ -23,6 +23,8 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
+from hfx.utils.artifacts import ModelArtifactMixin, register_module
+
 from .configuration_hippoformer import HippoformerConfig, MMTEMConfig
 from .fast_weights import HebbianMemory, MetaMLPMemory
 
@@ -126,8 +128,9 @@ def _init_hfx_module(module, std: float) -> None:
         init.copy_(module.integration_logit, ratio)
 
 
-class MMTEMPreTrainedModel(PreTrainedModel):
+class MMTEMPreTrainedModel(ModelArtifactMixin, PreTrainedModel):
     config_class = MMTEMConfig
+    accepts_loss_kwargs = False  # a mean loss: `Trainer` passes no `num_items_in_batch`, divides by accumulation steps
     base_model_prefix = "mmtem"
     main_input_name = "observations"
 
@@ -364,8 +367,9 @@ class MMTEMModel(MMTEMPreTrainedModel):
         return out
 
 
-class HippoformerPreTrainedModel(PreTrainedModel):
+class HippoformerPreTrainedModel(ModelArtifactMixin, PreTrainedModel):
     config_class = HippoformerConfig
+    accepts_loss_kwargs = False  # a mean loss: `Trainer` passes no `num_items_in_batch`, divides by accumulation steps
     base_model_prefix = "hippoformer"
     main_input_name = "observations"
     _supports_sdpa = True
@@ -500,13 +504,7 @@ def matched_transformer_config(reference, **overrides) -> HippoformerConfig:
     return best[1]
 
 
-def _register_auto() -> None:
-    from .registration import register_models
-
-    register_models()
-
-
-_register_auto()
+register_module(__name__)  # AutoModel (see hfx.utils.artifacts.ARCHITECTURES)
 
 
 __all__ = [

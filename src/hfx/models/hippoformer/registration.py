@@ -1,51 +1,27 @@
-"""Register mm-TEM / Hippoformer with transformers' Auto classes (run by ``import hfx``, lazily).
+"""Register mm-TEM / Hippoformer with transformers' Auto classes: kept for callers of the former helpers.
 
-``import hfx`` must not import transformers, so :func:`register_configs` runs from a post-import hook on
-``transformers.models.auto.configuration_auto`` and :func:`register_models` from one on
-``transformers.models.auto.modeling_auto`` (see :func:`hfx._import_hooks.when_imported`). After that,
-``AutoConfig.for_model("mmtem")``, ``AutoModel.from_pretrained(folder)`` (-> :class:`MMTEMModel` /
-:class:`HippoformerForNextObservation`) work for saved folders. Only new model types are added (``exist_ok=True``).
+The registration of every hfx architecture now lives in one table, :data:`hfx.utils.artifacts.ARCHITECTURES`, run by
+``import hfx`` (lazily, once transformers' Auto modules are imported) and by each configuration / modelling module as
+its last statement (:func:`hfx.utils.artifacts.register_module`). These functions call it.
 """
 
 from __future__ import annotations
 
-
-TRIGGER_MODULES = {
-    "transformers.models.auto.configuration_auto": "register_configs",
-    "transformers.models.auto.modeling_auto": "register_models",
-}
+from hfx.utils.artifacts import register_auto_configs, register_auto_models
 
 
 def register_configs() -> None:
-    """``AutoConfig.register`` for ``"mmtem"`` and ``"hippoformer"``."""
-    from transformers.models.auto.configuration_auto import AutoConfig
+    """``AutoConfig.register`` for ``"mmtem"`` and ``"hippoformer"`` (and the other hfx architectures)."""
+    from . import configuration_hippoformer  # noqa: F401 -- registers as its last statement
 
-    from .configuration_hippoformer import HippoformerConfig, MMTEMConfig
-
-    AutoConfig.register(MMTEMConfig.model_type, MMTEMConfig, exist_ok=True)
-    AutoConfig.register(HippoformerConfig.model_type, HippoformerConfig, exist_ok=True)
+    register_auto_configs()
 
 
 def register_models() -> None:
-    """``AutoModel.register`` for both configs (imports the torch modelling code).
+    """``AutoModel.register`` for both configs (imports the torch modelling code)."""
+    from . import modeling_hippoformer  # noqa: F401 -- registers as its last statement
 
-    If the modelling module is half-way through its own import (its ``from transformers import PreTrainedModel``
-    imported the Auto module whose hook called this), nothing happens here: the modelling module calls this function
-    again as its last statement.
-    """
-    import sys
-
-    modeling = sys.modules.get(__package__ + ".modeling_hippoformer")
-    if modeling is not None and "HippoformerForNextObservation" not in vars(modeling):
-        return
-    from transformers.models.auto.modeling_auto import AutoModel
-
-    from .configuration_hippoformer import HippoformerConfig, MMTEMConfig
-    from .modeling_hippoformer import HippoformerForNextObservation, MMTEMModel
-
-    register_configs()
-    AutoModel.register(MMTEMConfig, MMTEMModel, exist_ok=True)
-    AutoModel.register(HippoformerConfig, HippoformerForNextObservation, exist_ok=True)
+    register_auto_models()
 
 
 def register() -> None:
@@ -54,4 +30,4 @@ def register() -> None:
     register_models()
 
 
-__all__ = ["TRIGGER_MODULES", "register", "register_configs", "register_models"]
+__all__ = ["register", "register_configs", "register_models"]

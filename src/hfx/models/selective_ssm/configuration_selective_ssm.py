@@ -11,6 +11,8 @@ from __future__ import annotations
 from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
+from hfx.utils.artifacts import ConfigArtifactMixin, register_module
+
 
 RECURRENCES = ("zoh", "mamba_euler", "input_gate")
 STATE_NORMALIZATIONS = ("none", "length")
@@ -21,7 +23,7 @@ MLP_ACTIVATIONS = ("relu", "linear")
 
 
 @strict
-class SelectiveSSMConfig(PreTrainedConfig):
+class SelectiveSSMConfig(ConfigArtifactMixin, PreTrainedConfig):
     r"""Configuration of [`SelectiveSSMModel`] / [`SelectiveSSMForSequenceClassification`].
 
     The block reads a sequence of token vectors ``x_1 .. x_L`` (``inputs_embeds`` of shape
@@ -151,6 +153,9 @@ class SelectiveSSMConfig(PreTrainedConfig):
             raise ValueError(
                 f"the theory model is a binary classifier: `num_labels` must be 2, but is {self.num_labels}"
             )
+
+
+register_module(__name__)  # AutoConfig (see hfx.utils.artifacts.ARCHITECTURES)
 
 
 __all__ = ["SelectiveSSMConfig"]

@@ -13,8 +13,9 @@ choice is a field of :class:`~hfx.models.selective_ssm.SelectiveSSMConfig`.
 * :class:`SelectiveSSMForSequenceClassification` -- the block + the two-layer MLP ``f(X) = Σ_i a_i act(v_i · h_L)``,
   with the theory's hinge (or logistic) loss on ``y f(X)``, ``y = 2 · label - 1``.
 
-Importing this module registers ``model_type="hfx_selective_ssm"`` with ``AutoConfig``, ``AutoModel`` and
-``AutoModelForSequenceClassification`` (new types only, ``exist_ok=True``).
+``model_type="hfx_selective_ssm"`` is registered with ``AutoConfig``, ``AutoModel`` and
+``AutoModelForSequenceClassification`` after ``import hfx`` (new types only, ``exist_ok=True``), and a saved folder
+carries this code and an ``auto_map``, so it also loads with plain transformers and ``trust_remote_code=True``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
+
+from hfx.utils.artifacts import ModelArtifactMixin, register_module
 
 from .configuration_selective_ssm import SelectiveSSMConfig
 
@@ -210,11 +213,13 @@ class SelectiveSSMMLP(nn.Module):
         return (hidden @ self.output_weights().T).squeeze(-1)
 
 
-class SelectiveSSMPreTrainedModel(PreTrainedModel):
-    """Weight initialisation and loading for the selective-SSM theory models."""
+class SelectiveSSMPreTrainedModel(ModelArtifactMixin, PreTrainedModel):
+    """Weight initialisation and loading for the selective-SSM theory models (identity checks on load / save:
+    :class:`~hfx.utils.artifacts.ModelArtifactMixin`)."""
 
     config: SelectiveSSMConfig
     config_class = SelectiveSSMConfig
+    accepts_loss_kwargs = False  # a mean loss: `Trainer` passes no `num_items_in_batch`, divides by accumulation steps
     base_model_prefix = "model"
     main_input_name = "inputs_embeds"
     _no_split_modules: list[str] = []  # noqa: RUF012 (transformers' class attribute)
@@ -428,20 +433,14 @@ class SelectiveSSMForSequenceClassification(SelectiveSSMPreTrainedModel):
 def register_auto_classes() -> None:
     """Register ``hfx_selective_ssm`` with ``AutoConfig`` / ``AutoModel`` / ``AutoModelForSequenceClassification``.
 
-    Only a new model type is added (``exist_ok=True``, so calling this again is harmless); it runs when this module
-    is imported, i.e. on first use of any selective-SSM class.
+    Only a new model type is added (``exist_ok=True``, so calling this again is harmless). ``import hfx`` already
+    does it when transformers' Auto modules load (:data:`hfx.utils.artifacts.ARCHITECTURES`), and this module does it
+    as its last statement.
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
-
-    AutoConfig.register(SelectiveSSMConfig.model_type, SelectiveSSMConfig, exist_ok=True)
-    AutoModel.register(SelectiveSSMConfig, SelectiveSSMModel, exist_ok=True)
-    AutoModelForSequenceClassification.register(
-        SelectiveSSMConfig, SelectiveSSMForSequenceClassification, exist_ok=True
-    )
+    register_module(__name__)
 
 
 register_auto_classes()
-
 
 __all__ = [
     "SelectiveSSMClassifierOutput",

@@ -232,18 +232,24 @@ def _checkpoint_in_folder(folder: Path) -> Path:
 def load_any(source, **kwargs) -> Celo2MetaWeights:
     """Meta-weights from an hfx folder / Hub repo, an official or PyLO checkpoint file, or a folder / repo with one.
 
-    A string that is not an existing path is treated as a Hub repo id and resolved with
-    ``huggingface_hub.snapshot_download`` (offline mode uses the local cache).
+    The source is checked first (:func:`hfx.utils.artifacts.check_load_source`): a missing local path, a folder
+    holding another hfx artifact (naming both) or a corrupt file is refused before anything is read. A Hub repo id
+    that is not in the local cache is resolved with ``huggingface_hub.snapshot_download``.
+
+    Raises:
+        FileNotFoundError: no such file / folder (or a Hub id not cached while offline).
+        ValueError: another artifact's folder, a corrupt file, a ``config.json`` missing a field.
     """
-    path = Path(source)
-    if not path.exists():
-        if re.fullmatch(r"[\w.-]+/[\w.-]+", str(source)) is None:
-            raise FileNotFoundError(f"`{source}` is neither an existing path nor a Hub repo id")
+    from hfx.utils.artifacts import artifact_type, check_load_source
+
+    checks = dict(who="Celo2 (loading meta-weights)", arg="meta_weights", allow_file=True, allow_untyped=True)
+    path = check_load_source(source, ("hfx_celo2",), **checks)
+    if path is None:
         from huggingface_hub import snapshot_download
 
-        path = Path(snapshot_download(str(source)))
+        path = check_load_source(Path(snapshot_download(str(source))), ("hfx_celo2",), **checks)
     if path.is_dir():
-        if (path / "config.json").is_file():
+        if artifact_type(path) == "hfx_celo2":
             return Celo2MetaWeights.from_pretrained(path)
         return convert_checkpoint(_checkpoint_in_folder(path), **kwargs)
     return convert_checkpoint(path, **kwargs)

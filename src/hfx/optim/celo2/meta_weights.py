@@ -9,6 +9,8 @@ import torch
 from huggingface_hub import PyTorchModelHubMixin
 from torch import nn
 
+from hfx.utils.artifacts import ArtifactMixin
+
 from .functional import FEATURE_NAMES, MLPWeights, feature_widths, make_mlp_weights
 
 
@@ -21,6 +23,7 @@ ADAFACTOR_DECAYS = (0.9, 0.99, 0.999)
 
 
 class Celo2MetaWeights(
+    ArtifactMixin,
     nn.Module,
     PyTorchModelHubMixin,
     library_name="hfx",
@@ -63,7 +66,11 @@ class Celo2MetaWeights(
     Raises:
         ValueError: for an unknown activation / init / feature name, a feature order that differs from the
             reference's, non-positive sizes, decays outside ``[0, 1)``, or decay counts that do not broadcast.
+            ``from_pretrained`` / ``save_pretrained`` refuse another artifact's folder, a corrupt file or a
+            ``config.json`` missing one of these arguments (:class:`~hfx.utils.artifacts.ArtifactMixin`).
     """
+
+    _hfx_artifact = "hfx_celo2"
 
     def __init__(
         self,

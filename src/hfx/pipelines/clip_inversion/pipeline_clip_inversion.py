@@ -108,6 +108,10 @@ def realign_tensors(module: torch.nn.Module | None, alignment: int = 64) -> None
             tensor.data = tensor.data.clone()
 
 
+# the artifact type of a saved pipeline folder (hfx.utils.artifacts.artifact_type reads it from model_index.json)
+PIPELINE_TYPE = "diffusers:CLIPInversionPipeline"
+
+
 class CLIPInversionPipeline(DiffusionPipeline):
     r"""
     Pipeline for image synthesis by inverting a frozen CLIP through an implicit neural representation (CLIP^-1).
@@ -998,6 +1002,9 @@ class CLIPInversionPipeline(DiffusionPipeline):
         diffusers install, as diffusers documents for custom pipelines). With ``push_to_hub=True`` the folder is
         uploaded to ``repo_id`` (a keyword argument; defaults to the folder name).
         """
+        from hfx.utils.artifacts import check_save_target
+
+        check_save_target(save_directory, PIPELINE_TYPE, who=f"{type(self).__name__}.save_pretrained")
         repo_id = kwargs.pop("repo_id", None)
         token = kwargs.pop("token", None)
         private = kwargs.pop("private", None)
@@ -1043,17 +1050,22 @@ class CLIPInversionPipeline(DiffusionPipeline):
             **kwargs: config overrides (``inr_hidden_features``, ...) and the download options above.
 
         Raises:
-            ValueError: for unknown keyword arguments; OSError: if the folder has no ``model_index.json``.
+            ValueError: for unknown keyword arguments, or a folder holding another artifact (naming both) or a corrupt
+                file; FileNotFoundError: for a missing local path ("no such folder").
         """
         download_keys = ("cache_dir", "revision", "token", "local_files_only", "force_download")
         download = {k: kwargs.pop(k) for k in download_keys if k in kwargs}
         kwargs.pop("trust_remote_code", None)
         torch_dtype = kwargs.pop("torch_dtype", None) or kwargs.pop("dtype", None)
-        path = Path(pretrained_model_name_or_path)
-        if not path.is_dir():
+        from hfx.utils.artifacts import check_load_source
+
+        checks = dict(who=f"{cls.__name__}.from_pretrained", cache_dir=download.get("cache_dir"))
+        path = check_load_source(pretrained_model_name_or_path, (PIPELINE_TYPE,), **checks)
+        if path is None:  # a Hub repo id that is not cached
             from huggingface_hub import snapshot_download
 
             path = Path(snapshot_download(str(pretrained_model_name_or_path), **download))
+            check_load_source(path, (PIPELINE_TYPE,), **checks)
         index_path = path / "model_index.json"
         if not index_path.is_file():
             raise OSError(f"{path} has no `model_index.json`; is it a folder written by `save_pretrained`?")
@@ -1086,7 +1098,11 @@ class CLIPInversionPipeline(DiffusionPipeline):
             "inr_first_bias_scale",
             "inr_output_activation",
         )
-        config = {k: index[k] for k in config_keys if k in index}
+        from hfx.utils.artifacts import check_required_keys
+
+        where = repr(str(pretrained_model_name_or_path))
+        check_required_keys(index, config_keys, who=checks["who"], where=where, file="model_index.json")
+        config = {k: index[k] for k in config_keys}
         for key in list(kwargs):
             if key in config_keys:
                 config[key] = kwargs.pop(key)

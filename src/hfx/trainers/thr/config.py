@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig
 
+from hfx.utils.validation import check_choice, check_float, check_int
+
 from .distributed import THR_EXCHANGES
 from .token_rewards import THR_MODES, THR_NORMALIZATIONS, check_mode_normalization
 
@@ -115,30 +117,16 @@ class THRGRPOConfig(GRPOConfig):
 
     def __post_init__(self):
         # the THR fields are validated first, so a bad value is reported before any device/precision check
-        if self.thr_mode not in THR_MODES:
-            raise ValueError(f"`thr_mode` must be one of {list(THR_MODES)}, but is {self.thr_mode!r}")
-        if isinstance(self.thr_p, bool) or not isinstance(self.thr_p, (int, float)) or not -1.0 < self.thr_p < 1.0:
-            raise ValueError(
-                f"`thr_p` must be a float in the open interval (-1, 1) (p > 0 exploitation, p < 0 exploration), "
-                f"but is {self.thr_p!r}"
-            )
-        if not isinstance(self.thr_tau_beta, (int, float)) or self.thr_tau_beta < 0:
-            raise ValueError(f"`thr_tau_beta` must be a non-negative float, but is {self.thr_tau_beta!r}")
-        if self.thr_normalization not in THR_NORMALIZATIONS:
-            raise ValueError(
-                f"`thr_normalization` must be one of {list(THR_NORMALIZATIONS)}, but is {self.thr_normalization!r}"
-            )
-        if self.thr_vocab_subset not in ("group", "full"):
-            raise ValueError(f"`thr_vocab_subset` must be one of ['group', 'full'], but is {self.thr_vocab_subset!r}")
-        if self.thr_hidden_states not in ("generation", "forward"):
-            raise ValueError(
-                f"`thr_hidden_states` must be one of ['generation', 'forward'], but is {self.thr_hidden_states!r}"
-            )
-        if self.thr_exchange not in THR_EXCHANGES:
-            raise ValueError(f"`thr_exchange` must be one of {list(THR_EXCHANGES)}, but is {self.thr_exchange!r}")
+        check_choice("thr_mode", self.thr_mode, THR_MODES)
+        # p > 0: exploitation (Pass@1), p < 0: exploration (Pass@K)
+        self.thr_p = check_float("thr_p", self.thr_p, minimum=-1.0, maximum=1.0, strict_minimum=True, strict_maximum=True)
+        self.thr_tau_beta = check_float("thr_tau_beta", self.thr_tau_beta, minimum=0.0)
+        check_choice("thr_normalization", self.thr_normalization, THR_NORMALIZATIONS)
+        check_choice("thr_vocab_subset", self.thr_vocab_subset, ("group", "full"))
+        check_choice("thr_hidden_states", self.thr_hidden_states, ("generation", "forward"))
+        check_choice("thr_exchange", self.thr_exchange, THR_EXCHANGES)
         check_mode_normalization(self.thr_mode, self.thr_normalization)
-        if not isinstance(self.thr_top_k, int) or self.thr_top_k < 1:
-            raise ValueError(f"`thr_top_k` must be a positive integer, but is {self.thr_top_k!r}")
+        self.thr_top_k = check_int("thr_top_k", self.thr_top_k, minimum=1)
         super().__post_init__()
 
     def thr_kwargs(self) -> dict:

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hfx.utils.validation import check_choice
+
 from .token_rewards import (
     BatchTHR,
     apply_threshold,
@@ -161,8 +163,7 @@ def distributed_token_hidden_reward(
     Raises:
         ValueError: for an unknown ``exchange``, or a global batch that is not whole groups.
     """
-    if exchange not in THR_EXCHANGES:
-        raise ValueError(f"`exchange` must be one of {list(THR_EXCHANGES)}, but is {exchange!r}")
+    check_choice("exchange", exchange, THR_EXCHANGES)
     mode = kwargs.get("mode", "reweight")
     check_mode_normalization(mode, kwargs.get("normalization", "none"))
     G = num_generations

@@ -38,14 +38,11 @@ from dataclasses import dataclass
 
 import torch
 
+from hfx.utils.validation import check_choice, check_float
+
 
 THR_MODES = ("off", "reweight", "thr_only", "nthr")
 THR_NORMALIZATIONS = ("none", "positive_length", "response_length")
-
-
-def _check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"`{name}` must be one of {list(allowed)}, but is {value!r}")
 
 
 @torch.no_grad()
@@ -147,8 +144,7 @@ def sliced_token_probs(
         ValueError: if ``lm_head`` is a callable and ``lm_head_bias``, ``logit_scale`` or ``final_logit_softcapping``
             is given too (the callable already forms the final logits), or ``temperature <= 0``.
     """
-    if not temperature > 0:
-        raise ValueError(f"`temperature` must be > 0, but is {temperature!r}")
+    temperature = check_float("temperature", temperature, minimum=0.0, strict_minimum=True)
     dtype = torch.float64 if hidden_states.dtype == torch.float64 else torch.float32
     lead = hidden_states.shape[:-1]
     if callable(lm_head) and not torch.is_tensor(lm_head):
@@ -347,7 +343,7 @@ def token_hidden_reward(
     Raises:
         ValueError: for an unknown ``normalization``.
     """
-    _check_choice("normalization", normalization, THR_NORMALIZATIONS)
+    check_choice("normalization", normalization, THR_NORMALIZATIONS)
     mask = completion_mask.to(scores.dtype)
     thr = advantages.to(scores.dtype).view(-1, 1) * scores * mask
     lengths = mask.sum(-1)
@@ -421,9 +417,8 @@ def thr_token_advantages(
     Raises:
         ValueError: for an unknown ``mode`` or ``|p| >= 1``.
     """
-    _check_choice("mode", mode, ("off", "reweight", "thr_only"))
-    if not -1.0 < p < 1.0:
-        raise ValueError(f"`p` must lie in the open interval (-1, 1), but is {p}")
+    check_choice("mode", mode, ("off", "reweight", "thr_only"))
+    p = check_float("p", p, minimum=-1.0, maximum=1.0, strict_minimum=True, strict_maximum=True)
     tau = torch.as_tensor(tau, dtype=thr.dtype, device=thr.device)
     if tau.dim() == 1:
         tau = tau.view(-1, 1)
@@ -615,9 +610,9 @@ def group_token_hidden_reward(
         ValueError: for an unknown ``mode`` / ``vocab_subset`` / ``normalization``, or ``mode="nthr"`` with a
             ``normalization`` other than ``"none"``.
     """
-    _check_choice("mode", mode, THR_MODES)
-    _check_choice("vocab_subset", vocab_subset, ("group", "full"))
-    _check_choice("normalization", normalization, THR_NORMALIZATIONS)
+    check_choice("mode", mode, THR_MODES)
+    check_choice("vocab_subset", vocab_subset, ("group", "full"))
+    check_choice("normalization", normalization, THR_NORMALIZATIONS)
     check_mode_normalization(mode, normalization)
     positive = valid_positive(advantages, completion_mask)
     subset = group_vocab_subset(completion_ids, completion_mask) if vocab_subset == "group" else None

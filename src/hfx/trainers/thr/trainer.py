@@ -453,8 +453,12 @@ class THRGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ saving
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        super()._save(output_dir, state_dict=state_dict)
+        from hfx.utils.artifacts import check_save_target, model_artifact_type
+
         output_dir = output_dir if output_dir is not None else self.args.output_dir
+        # a folder holding another artifact (an SC-GNN, a router, ...) is refused before anything is written
+        check_save_target(output_dir, model_artifact_type(self.model), who="THRGRPOTrainer.save_model", arg="output_dir")
+        super()._save(output_dir, state_dict=state_dict)
         if hasattr(self.args, "thr_kwargs"):
             with open(os.path.join(output_dir, THR_CONFIG_NAME), "w", encoding="utf-8") as f:
                 json.dump(self.args.thr_kwargs(), f, indent=2, sort_keys=True)

@@ -25,7 +25,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from .layer import SLAOLinear
-from .model import SLAOModel
+from .model import SLAOModel  # stays: model.py imports this module only inside export_lora (no import cycle)
 
 
 # ------------------------------------------------------------------------------------------------------------- metrics

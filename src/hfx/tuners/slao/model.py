@@ -159,7 +159,7 @@ class SLAOModel(LoraModel):
 
     def export_lora(self, save_directory: str | Path, adapter_name: str | None = None, **kwargs: Any) -> Path:
         """Save the merged pair as a plain PEFT LoRA adapter; see :func:`hfx.tuners.slao.continual.export_lora`."""
-        from .continual import export_lora
+        from .continual import export_lora  # at call time: continual.py imports SLAOModel at module level
 
         return export_lora(self, save_directory, adapter_name=adapter_name, **kwargs)
 
