@@ -69,14 +69,13 @@ def test_outlier_evidence_is_the_exact_sum_over_misread_subsets():
     z = (1 - eps) ** 9 + 9 * eps * (1 - eps) ** 8
     for c in (0, 7, 15):
         full = _mvn(bank.components[c], 3.5, y)
-        total = 0.0
+        terms = []
         for misread in [None, *range(9)]:
             prior = (eps if misread is not None else 1) * (1 - eps) ** (9 - (misread is not None)) / z
             keep = [i for i in obs if i != misread]
-            dens = math.exp(multivariate_normal(full.mean[keep], full.cov[np.ix_(keep, keep)]).logpdf(
-                y[0, keep].numpy()))
-            total += prior * dens * (1 / 6 if misread in obs else 1.0)  # a misread panel 8 integrates to 1
-        assert ll[c].item() == pytest.approx(math.log(total), rel=1e-6)
+            log_dens = multivariate_normal(full.mean[keep], full.cov[np.ix_(keep, keep)]).logpdf(y[0, keep].numpy())
+            terms.append(math.log(prior) + log_dens - (LOG6 if misread in obs else 0.0))  # misread panel 8: 1
+        assert ll[c].item() == pytest.approx(float(np.logaddexp.reduce(terms)), rel=1e-6)
     # a misread value outside the range has no outlier density
     far = y.clone()
     far[0, 6] = 40.0
@@ -236,7 +235,9 @@ def test_exhaustive_best_matches_brute_force_and_padding():
 def test_mh_concentrates_on_size_when_only_size_follows_a_progression():
     ms = [data.generate_matrix(np.random.default_rng(s), "center_single",
                                rules={"size": "progression", "type": "free", "color": "free"}) for s in range(12)]
-    pipe = CRDPipeline(AttributeProposer(0.0), num_steps=300, burn_in=50, seed=1)
+    default = CRDPipeline(AttributeProposer(0.0), num_steps=300, burn_in=50, seed=1)(ms)  # no extra parsimony
+    assert sum(o.selected_concepts == ["size"] for o in default) >= 10
+    pipe = CRDPipeline(AttributeProposer(0.0), num_steps=300, burn_in=50, seed=1, parsimony=1.0)
     outs = pipe(ms)
     chosen = [o.selected_concepts for o in outs]
     assert sum(c == ["size"] for c in chosen) >= 10, chosen
@@ -513,6 +514,7 @@ def test_parse_panel_answer_is_robust():
                                                                            "color": "purple"}
     assert parse_panel_answer('```json\n{"count": 4, "size": null}\n```') == {"number": 4.0, "size": None}
     assert parse_panel_answer('{"a": "x\\"}y", "b": 1}') == {"a": 'x"}y', "b": 1.0}
+    assert parse_panel_answer('{"size": 3, "filled": true,}') == {"size": 3.0, "filled": "true"}
     assert parse_panel_answer("\x13\x14 in garbage") == {}
     assert parse_panel_answer(None) == {}
 
@@ -539,6 +541,7 @@ def tiny_vlm():
     return tiny_llava(image_size=64, patch_size=16)
 
 
+@pytest.mark.slow
 def test_vlm_proposer_on_a_tiny_random_llava_names_the_unparseable_panel(tiny_vlm):
     from hfx.vision.crd import VLMConceptProposer
 
@@ -554,6 +557,7 @@ def test_vlm_proposer_on_a_tiny_random_llava_names_the_unparseable_panel(tiny_vl
         proposer.propose([{"id": "empty"}])
 
 
+@pytest.mark.slow
 def test_vlm_proposer_parses_a_scripted_answer_end_to_end(tiny_vlm):
     from transformers import LogitsProcessorList
 
@@ -656,6 +660,24 @@ def test_baseline_selections_and_oracle_subsets():
     assert np.mean([o.correct for o in oracle]) >= 0.9
 
 
+def test_answer_scores_sum_the_selected_concepts_only():
+    ctx_size = [1, 2, 3, 2, 3, 4, 3, 4]
+    proposal = ConceptProposal([Concept("size", "ordinal", ctx_size, [5, 4, 6], 1.0, [1, 6]),
+                                Concept("angle", "ordinal", [3, 7, 1, 8, 2, 5, 4, 6], [2, 8, 5], 1.0, [1, 8])])
+    ev = EvidenceModel(CRDConfig())([proposal])[0]
+    pipe = CRDPipeline()
+    only_size = pipe.answer_scores(ev, [True, False])
+    t = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+    assert torch.allclose(only_size, t(ev[0].answer_log_prob))
+    both = pipe.answer_scores(ev, [True, True])
+    assert torch.allclose(both, t(ev[0].answer_log_prob) + t(ev[1].answer_log_prob))
+    joint = CRDPipeline(answer_score="joint").answer_scores(ev, [True, False])
+    assert torch.allclose(joint, t(ev[0].answer_log_prob) + t(ev[1].null_answer_log_prob))
+    assert torch.all(pipe.answer_scores(ev, [False, False]) == 0)
+    out = pipe.solve_proposals([proposal], subsets=[["size"]])[0]
+    assert out.answer == 0 and out.selected_concepts == ["size"]
+
+
 def test_concept_recovery_metric():
     rec = concept_recovery([["size", "color"], [], ["type"]], [["size", "type"], ["size"], ["type"]])
     assert rec["true_positives"] == 2 and rec["false_positives"] == 1 and rec["false_negatives"] == 2
@@ -686,6 +708,7 @@ def test_plot_decomposition_draws_the_selected_concepts():
 
 
 # ----------------------------------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_cli_generate_and_solve_with_output_guards(tmp_path, capsys):
     from hfx.cli import main
 
@@ -718,3 +741,21 @@ def test_cli_generate_and_solve_with_output_guards(tmp_path, capsys):
         err = capsys.readouterr().err
         assert expected in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 7))
+
+
+def test_publish_and_pull_from_the_hub_cache_offline(tmp_path):
+    from huggingface_hub import constants
+
+    from hfx.hub import add_to_hf_cache, publish
+
+    folder = publish("crd", tmp_path / "pub", repo_id="someone/crd", parsimony=0.75)
+    assert (folder / "README.md").read_text().count("someone/crd") >= 1
+    add_to_hf_cache(folder, "someone/crd", cache_dir=tmp_path / "cache")
+    old, constants.HF_HUB_CACHE = constants.HF_HUB_CACHE, str(tmp_path / "cache")
+    try:
+        pulled = CRDPipeline.from_pretrained("someone/crd")
+    finally:
+        constants.HF_HUB_CACHE = old
+    assert pulled.config == CRDConfig(parsimony=0.75) and isinstance(pulled.proposer, AttributeProposer)
+    with pytest.raises(ValueError, match="source"):
+        publish("crd", tmp_path / "pub2", source=str(tmp_path / "pub" / "README.md"))

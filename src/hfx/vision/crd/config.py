@@ -51,6 +51,9 @@ class CRDConfig:
     r"""Settings of :class:`~hfx.vision.crd.CRDPipeline`; JSON-serialisable (``save_pretrained`` writes it as
     ``config.json`` with ``model_type = "hfx_crd"``), and ``CRDConfig.from_dict(c.to_dict()) == c`` exactly.
 
+    The defaults of ``noise_std``, ``outlier_prob``, ``dirichlet_alpha`` and ``parsimony`` were chosen on the
+    validation split of :func:`~hfx.vision.crd.load_dataset` (``benchmarks/crd.py --stage dev``).
+
     > Rule functions (a GP per concept over panel coordinates; [reconstruction], see :mod:`hfx.vision.crd.rules`)
 
     Args:
@@ -70,7 +73,7 @@ class CRDConfig:
             through a symmetric noisy channel, marginalised exactly -- a proper distribution over category labels;
             ``"one_hot_gp"``: GP regression on one-hot codes (the simple encoding; a density, not a distribution,
             kept as the comparison).
-        noise_std (`tuple[float]`, *optional*, defaults to `(0.1, 0.5)`): observation noise grid (value units, i.e.
+        noise_std (`tuple[float]`, *optional*, defaults to `(0.05, 0.3)`): observation noise grid (value units, i.e.
             attribute levels) of the ordinal rule GPs; the evidence averages over the grid.
         level_std (`tuple[float]`, *optional*, defaults to `(1.0, 3.0)`): prior std grid of per-row / per-diagonal
             values and of the free columns of ``"arithmetic"``.
@@ -86,7 +89,7 @@ class CRDConfig:
         outlier_prob (`float`, *optional*, defaults to `0.05`): prior probability that a panel value is misread.
         categorical_noise (`tuple[float]`, *optional*, defaults to `(0.02, 0.2)`): grid of the channel noise of
             the partition likelihood (a panel shows its class's category with probability 1 - e + e / K).
-        dirichlet_alpha (`float`, *optional*, defaults to `1.0`): concentration of the categorical no-rule model
+        dirichlet_alpha (`float`, *optional*, defaults to `5.0`): concentration of the categorical no-rule model
             (Dirichlet-multinomial over i.i.d. panels).
         rule_averaging (`str`, *optional*, defaults to `"bma"`): a concept's predictive density of a candidate
             answer averages the rules by their posterior (``"bma"``) or uses the best rule only (``"map"``).
@@ -100,7 +103,9 @@ class CRDConfig:
             different units); ``"marginal_likelihood"``: the spec's literal ``sum_{c in S} log ML_c + log p(S)``.
         prior (`str`, *optional*, defaults to `"geometric"`): parsimony prior ``log p(S)``: ``"geometric"``
             ``-parsimony * |S|``; ``"uniform"`` 0; ``"size_uniform"`` uniform over sizes, then over subsets of a size.
-        parsimony (`float`, *optional*, defaults to `2.0`): the geometric prior's cost per concept (nats).
+        parsimony (`float`, *optional*, defaults to `0.0`): the geometric prior's cost per concept (nats). The
+            Bayes factor already pays an Occam penalty for each rule's extra freedom; on the generator's validation
+            split an extra cost (0.5, 1, 2) lowered accuracy, so the default adds none.
         selection (`str`, *optional*, defaults to `"mh"`): ``"mh"`` (the method), ``"exhaustive"`` (the exact best
             subset, all ``2^n``), ``"all"`` (every proposed concept, no selection), ``"random"`` (each concept with
             probability 1/2) -- the last three are the baselines.
@@ -138,7 +143,7 @@ class CRDConfig:
     ordinal_rules: tuple[str, ...] = ("constant", "progression", "arithmetic", "distribute_three")
     categorical_rules: tuple[str, ...] = CATEGORICAL_RULES
     categorical_likelihood: str = "partition"
-    noise_std: tuple[float, ...] = (0.1, 0.5)
+    noise_std: tuple[float, ...] = (0.05, 0.3)
     level_std: tuple[float, ...] = (1.0, 3.0)
     slope_std: tuple[float, ...] = (1.0, 2.0)
     mean_std: float = 3.0
@@ -147,12 +152,12 @@ class CRDConfig:
     max_outliers: int = 1
     outlier_prob: float = 0.05
     categorical_noise: tuple[float, ...] = (0.02, 0.2)
-    dirichlet_alpha: float = 1.0
+    dirichlet_alpha: float = 5.0
     rule_averaging: str = "bma"
     # selection
     subset_score: str = "bayes_factor"
     prior: str = "geometric"
-    parsimony: float = 2.0
+    parsimony: float = 0.0
     selection: str = "mh"
     proposal: str = "guided"
     guidance: float = 1.0

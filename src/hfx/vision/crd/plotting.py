@@ -40,6 +40,7 @@ def plot_decomposition(output, item: Mapping[str, Any] | None = None, *, concept
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     from matplotlib import colormaps
+    from matplotlib.colors import is_color_like
 
     names = list(concepts) if concepts is not None else (list(output.selected_concepts) or list(output.rules))
     unknown = [n for n in names if n not in output.rules]
@@ -71,6 +72,8 @@ def plot_decomposition(output, item: Mapping[str, Any] | None = None, *, concept
             shown = fitted[i] if fitted is not None else values[i]
             if rule.kind == "ordinal" and _is_number(shown):
                 color = cmap(0.15 + 0.7 * ((shown - lo) / (hi - lo) if hi > lo else 0.5))
+            elif shown is not None and is_color_like(str(shown)):  # colour concepts are drawn in their colour
+                color = str(shown)
             elif shown is not None:
                 color = palette(labels.setdefault(shown, len(labels)) % 10)
             else:

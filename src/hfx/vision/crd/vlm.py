@@ -75,8 +75,7 @@ def _first_object(text: str) -> str | None:
 
 def _loads(blob: str) -> dict | None:
     attempts = [blob]
-    fixed = re.sub(r",\s*([}\]])", r"\1", blob)  # trailing commas
-    attempts.append(fixed)
+    fixed = re.sub(r",\s*([}\]])", r"\1", blob)  # trailing commas, then
     keys = re.sub(r"([{,]\s*)([A-Za-z_][\w ]*?)\s*:", r'\1"\2":', fixed)  # unquoted keys
     attempts.append(keys)
     attempts.append(re.sub(r':\s*([A-Za-z][\w \-]*?)\s*(?=[,}])', r': "\1"', keys))  # and bare-word values
