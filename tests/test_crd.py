@@ -500,6 +500,8 @@ def test_concept_and_proposal_validation():
         AttributeProposer(1.0)
     with pytest.raises(ValueError, match="symbolic"):
         AttributeProposer().propose([{"id": "x", "image": None}])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        AttributeProposer().propose([{"id": "x", "attributes": "{oops", "concepts": "{}"}])
 
 
 # -------------------------------------------------------------------------------------------- the VLM path
@@ -689,8 +691,10 @@ def test_concept_recovery_metric():
         concept_recovery([], [])
     with pytest.raises(ValueError, match="paired"):
         concept_recovery([["a"]], [])
-    with pytest.raises(TypeError, match="string"):
+    with pytest.raises(TypeError, match="collection"):
         concept_recovery(["size"], [["size"]])
+    with pytest.raises(TypeError, match="collection"):
+        concept_recovery([None], [["size"]])
 
 
 def test_plot_decomposition_draws_the_selected_concepts():

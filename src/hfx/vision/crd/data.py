@@ -661,10 +661,20 @@ def parse_item(item: dict[str, Any]) -> dict[str, Any]:
     if item.get("attributes") in (None, ""):
         raise ValueError("this item has no symbolic `attributes` (an AttributeProposer needs them; use a VLM proposer "
                          "for plain images)")
-    attributes = item["attributes"]
-    attributes = json.loads(attributes) if isinstance(attributes, str) else attributes
-    concepts = item.get("concepts")
-    concepts = json.loads(concepts) if isinstance(concepts, str) else concepts
+    def _json(key):
+        value = item.get(key)
+        if not isinstance(value, str):
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"item {item.get('id')!r}: its `{key}` column is not valid JSON ({err.msg})") from None
+
+    attributes, concepts = _json("attributes"), _json("concepts")
+    if not isinstance(attributes, list) or not all(isinstance(a, dict) for a in attributes):
+        raise ValueError(f"item {item.get('id')!r}: `attributes` has to be a list of per-panel dicts")
+    if concepts is not None and not isinstance(concepts, dict):
+        raise ValueError(f"item {item.get('id')!r}: `concepts` has to map concept names to specs")
     if not concepts:
         raise ValueError("this item has no `concepts` specification")
     rules = item.get("rules") or []

@@ -44,8 +44,8 @@ def concept_recovery(predicted: Sequence[Iterable[str]], reference: Sequence[Ite
     per_item = []
     for i, (p, r) in enumerate(zip(predicted, reference)):
         for name, value in (("predicted", p), ("reference", r)):
-            if isinstance(value, (str, bytes)):
-                raise TypeError(f"`{name}[{i}]` has to be a collection of concept names, but is the string {value!r}")
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise TypeError(f"`{name}[{i}]` has to be a collection of concept names, but is {value!r}")
         p, r = set(p), set(r)
         t, f_p, f_n = len(p & r), len(p - r), len(r - p)
         tp, fp, fn, exact = tp + t, fp + f_p, fn + f_n, exact + (p == r)
