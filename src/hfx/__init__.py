@@ -78,6 +78,9 @@ _LAZY = {
     "MMTEMModel": "hfx.models.hippoformer",
     "HippoformerConfig": "hfx.models.hippoformer",
     "HippoformerForNextObservation": "hfx.models.hippoformer",
+    # vision (CRD)
+    "CRDPipeline": "hfx.vision.crd",
+    "CRDConfig": "hfx.vision.crd",
 }
 _SUBMODULES = {
     "generation",
@@ -96,6 +99,7 @@ _SUBMODULES = {
     "testing",
     "cli",
     "data",
+    "vision",
 }
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605
