@@ -91,7 +91,7 @@ def test_order_swap_gives_mirrored_verdict_and_symmetric_inputs_tie(tiny):
     for rule in ("margin", "inconsistent"):
         j = ConstitutionJudge(model, tok, tie_rule=rule)
         assert j.judge(prompts, [(a, a) for a, _ in pairs]) == [-1, -1, -1]
-    assert judge.stats.forward_prompts == 4 * 3  # both orders: 2 prompts per pair, 2 calls
+    assert judge.stats.forward_prompts == 4 * 3 * 2  # 4 calls x 3 pairs x both orders
 
 
 def test_position_bias_cancels_with_both_orders(tiny):
@@ -225,18 +225,21 @@ def test_trainers_refuse_translated_prompts_before_any_model_work(tmp_path):
     from trl.experimental.online_dpo import OnlineDPOConfig
 
     bad = _prompts("machine_translated")
+    cpu = dict(use_cpu=True, bf16=False, report_to=[])
     # `model` is a path that does not exist: the guard must fire before the parent tries to load it
     with pytest.raises(ProvenanceError, match="column `prompt`.*machine_translated"):
         FluentOnlineDPOTrainer(
-            model=str(tmp_path / "missing"), reward_funcs=lambda **k: [0.0], args=OnlineDPOConfig(str(tmp_path)),
+            model=str(tmp_path / "missing"), reward_funcs=lambda **k: [0.0], args=OnlineDPOConfig(str(tmp_path), **cpu),
             train_dataset=bad, processing_class=None,
         )
     with pytest.raises(ProvenanceError, match="column `prompt`.*machine_translated"):
         FluentGRPOTrainer(
-            model=str(tmp_path / "missing"), reward_funcs=lambda **k: [0.0], args=GRPOConfig(str(tmp_path)), train_dataset=bad
+            model=str(tmp_path / "missing"), reward_funcs=lambda **k: [0.0], args=GRPOConfig(str(tmp_path), **cpu),
+            train_dataset=bad,
         )
     with pytest.raises(TypeError, match="provenance_guard"):
-        FluentGRPOTrainer(model="x", reward_funcs=lambda **k: [0.0], args=GRPOConfig(str(tmp_path)), provenance_guard="on")
+        FluentGRPOTrainer(model="x", reward_funcs=lambda **k: [0.0], args=GRPOConfig(str(tmp_path), **cpu),
+                          provenance_guard="on")
 
 
 # ------------------------------------------------------------------------------------------ online DPO, mock judge
@@ -504,3 +507,67 @@ def test_ngram_fluency_prefers_native_order():
     assert lm.per_token_logprob("")["mean_logprob"] is None
     with pytest.raises(ValueError, match="texts"):
         NgramFluencyModel(["", "  "])
+
+
+# --------------------------------------------------------------------------------------------------- CLI, publish
+def _write_jsonl(path, rows):
+    import json
+
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_cli_refuses_bad_inputs_in_one_line_before_any_model(tmp_path, capsys):
+    from hfx import cli
+
+    sft = _write_jsonl(tmp_path / "sft.jsonl", [{"prompt": "q", "completion": "a"}])
+    translated = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": "hei", "provenance": "machine_translated"}])
+    cases = [
+        (["fluent-align", "--out", str(tmp_path / "o1"), "--sft-data", sft], "needs `--prompts`"),
+        (["fluent-align", "--out", str(tmp_path / "o2"), "--sft-data", sft, "--prompts", translated],
+         "column `prompt`.*machine_translated"),
+        (["fluent-align", "--arm", "sft_only", "--out", str(tmp_path / "o3"), "--sft-data", sft, "--prompts", translated],
+         "not used by `--arm sft_only`"),
+        (["fluent-align", "--arm", "sft_only", "--out", str(tmp_path / "o4"), "--sft-data", str(tmp_path / "none")],
+         "is not a file"),
+        (["fluent-align", "--arm", "sft_only", "--out", str(tmp_path / "o5"), "--sft-data", translated],
+         "needs one of the fields"),
+    ]
+    for argv, message in cases:
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("hfx fluent-align: error:")
+        assert re.search(message, err), err
+        assert not (tmp_path / argv[argv.index("--out") + 1]).exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep")
+    assert cli.main(["fluent-align", "--arm", "sft_only", "--out", str(tmp_path / "full"), "--sft-data", sft]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_cli_runs_the_recipe_and_publish_renders_the_card(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    from hfx import cli
+    from hfx.hub import publish
+
+    model, tok = tiny_llama(seed=0)
+    model.save_pretrained(tmp_path / "base")
+    tok.save_pretrained(tmp_path / "base")
+    sft = _write_jsonl(tmp_path / "sft.jsonl", [{"prompt": "what is two plus two ?", "completion": "four"}] * 4)
+    prompts = _write_jsonl(tmp_path / "p.jsonl", [{"prompt": p, "language": "en"} for p in PROMPTS])
+    argv = ["fluent-align", "--out", str(tmp_path / "run"), "--model", str(tmp_path / "base"), "--sft-data", sft,
+            "--prompts", prompts, "--target-language", "en", "--on-policy-steps", "1", "--batch-size", "2",
+            "--max-new-tokens", "4", "--lora"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "stage sft: 2 steps" in out and "stage online_dpo: 1 steps" in out and "judge prompts 4" in out
+    card_dir = publish("fluent-alignment", tmp_path / "card", source=str(tmp_path / "run" / "stage2_online_dpo"))
+    card = (card_dir / "README.md").read_text()
+    assert "arXiv:2512.08777" in card and "`online_dpo`" in card and "untrained demo" not in card
+    assert "language:\n- en" in card
+    AutoModelForCausalLM.from_pretrained(card_dir)  # a plain transformers folder
+    demo = (publish("fluent-alignment", tmp_path / "demo") / "README.md").read_text()
+    assert "untrained demo" in demo
+    with pytest.raises(ValueError, match="source"):
+        publish("fluent-alignment", tmp_path / "bad", source=str(tmp_path))

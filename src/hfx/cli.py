@@ -13,6 +13,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx heavy "QUESTION" --k 4 [--corpus pages.jsonl] [--model ...]
     hfx hippoformer --model mmtem --steps 250 --out DIR
     hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] --out DIR [--plot PNG]
+    hfx fluent-align --sft-data SFT.jsonl --prompts PROMPTS.jsonl --out DIR [--arm fluent|sft_translated|...]
 
 Errors are a property of this dispatcher, so every sub-command inherits them: a bad input (``ValueError``,
 ``TypeError``, ``KeyError``, ``OSError`` incl. ``FileNotFoundError``, ``OverflowError``, ``NotImplementedError``)
@@ -40,6 +41,7 @@ COMMANDS = {
     "heavy": "hfx.commands.heavy",
     "sc-gnn": "hfx.commands.sc_gnn",
     "hippoformer": "hfx.commands.hippoformer",
+    "fluent-align": "hfx.commands.fluent_align",
 }
 
 

@@ -37,6 +37,7 @@ PUBLISHERS: dict[str, str] = {
     "sc-gnn": "hfx.gnn.self_consistency.hub:publish",
     "hippoformer": "hfx.models.hippoformer.hub:publish",
     "mmtem": "hfx.models.hippoformer.hub:publish_mmtem",
+    "fluent-alignment": "hfx.recipes.fluent.hub:publish",
 }
 
 # artifact name -> (artifact types its `source=` may hold, see hfx._artifacts.artifact_type; what that is, in words).
@@ -56,6 +57,7 @@ SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "sc-gnn": (("si_gnn",), "a folder saved by SelfInterpretableGNN.save_pretrained"),
     "hippoformer": (("hippoformer",), "a folder saved by HippoformerForNextObservation.save_pretrained"),
     "mmtem": (("mmtem",), "a folder saved by MMTEMModel.save_pretrained"),
+    "fluent-alignment": (("transformers:",), "a stage folder saved by run_fluent_alignment (a transformers model)"),
 }
 # publishers without an entry take no `source` (e.g. tail-data generates its data) and refuse one themselves
 

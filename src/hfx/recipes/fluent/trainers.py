@@ -96,18 +96,25 @@ class FluentOnlineDPOTrainer(OnlineDPOTrainer):
                 self.provenance_guard.check(eval_dataset, arg="eval_dataset")
         super().__init__(model, ref_model, reward_funcs, args, *pargs, **kwargs)
         self._fluent_judges = _judges_of(self.reward_funcs)
-        for key in ("judge/forward_prompts", "judge/tie_fraction"):
-            if self._fluent_judges:
-                self.stats[key] = []
+        if self._fluent_judges:
+            self.stats["judge/forward_prompts"] = []
+            self.stats["judge/tie_fraction"] = []
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        """The parent's step; then the judge's counters for this step are appended to ``self.stats``."""
-        before = [j.stats.forward_prompts for j in self._fluent_judges]
+        """The parent's step; then the judge's counters for this step are appended to ``self.stats``.
+
+        ``judge/forward_prompts`` is the number of judge prompts run in the step (summed over judges);
+        ``judge/tie_fraction`` the fraction of this step's pairs that were ties (NaN when no pair was judged, e.g.
+        ``judge_mode="pointwise"``).
+        """
+        before = [(j.stats.forward_prompts, j.stats.comparisons, j.stats.ties) for j in self._fluent_judges]
         loss = super().training_step(model, inputs, num_items_in_batch)
-        for judge, start in zip(self._fluent_judges, before):
-            self.stats.setdefault("judge/forward_prompts", []).append(float(judge.stats.forward_prompts - start))
-            if judge.stats.last_tie_fraction is not None:
-                self.stats.setdefault("judge/tie_fraction", []).append(float(judge.stats.last_tie_fraction))
+        if self._fluent_judges:
+            prompts = sum(j.stats.forward_prompts - b[0] for j, b in zip(self._fluent_judges, before))
+            pairs = sum(j.stats.comparisons - b[1] for j, b in zip(self._fluent_judges, before))
+            ties = sum(j.stats.ties - b[2] for j, b in zip(self._fluent_judges, before))
+            self.stats.setdefault("judge/forward_prompts", []).append(float(prompts))
+            self.stats.setdefault("judge/tie_fraction", []).append(ties / pairs if pairs else float("nan"))
         return loss
 
 
