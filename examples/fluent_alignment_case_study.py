@@ -2,6 +2,9 @@
 
     OMP_NUM_THREADS=1 nice -n 10 python examples/fluent_alignment_case_study.py --max-minutes 80
 
+(The defaults are sized for a 2-core machine shared by several jobs: 16 SFT examples, 4 on-policy steps, 20 held-out
+prompts, 24-token outputs. Raise them where compute allows; every number is a flag.)
+
 The paper aligns NorMistral-11B in Norwegian and asks native speakers about fluency. Neither exists here, so:
 
 * **base model and "native" fluency reference**: the embedded SmolLM2-135M-Instruct (``hfx.models.load_default_model``);
@@ -29,8 +32,8 @@ SFT arm sees ``--sft-examples`` examples for one epoch):
 
 * fluency (1): the base model's mean per-token log-likelihood of each output given its prompt (nats/token);
 * fluency (2), independent of any neural model: the mean per-word log-probability under an interpolated Witten-Bell
-  word trigram LM (``nltk.lm``) trained on native text only -- the CL-benchmark news/review/wiki texts plus 2,000
-  GSM8K train questions and solutions *not* used for SFT or as prompts (``NgramFluencyModel``). It is count-based and never sees model output, and the
+  word trigram LM (``nltk.lm``) trained on native text only -- 250 CL-benchmark news/review/wiki texts per task plus
+  1,000 GSM8K train questions and solutions *not* used for SFT or as prompts (``NgramFluencyModel``). It is count-based and never sees model output, and the
   transform's disfluencies (dropped articles, inverted order, calques) are unseen n-grams to it;
 * helpfulness: the judge's verdict of each arm's output vs the ``sft_only`` output on the same prompt (1 win,
   0.5 tie, 0 loss; both orders, tie when they disagree); the win rate with a bootstrap interval over prompts.
@@ -71,6 +74,8 @@ if not DATA.is_dir():
     DATA = Path("/work/shared/data")
 RESULTS = ROOT / "benchmarks" / "results"
 DEV_PROBE_ROWS = 8
+NGRAM_CL_ROWS = 250  # per CL-benchmark task
+NGRAM_GSM8K_ROWS = 1000
 PRIMARY = (
     "paired difference over held-out prompts of the base model's mean per-token log-likelihood of the outputs, "
     "arm `fluent` minus arm `sft_translated`; two-sided sign-flip test, alpha 0.05; predicted > 0"
@@ -105,17 +110,18 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, batch_si
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sft-examples", type=int, default=32)
-    parser.add_argument("--on-policy-prompts", type=int, default=64)
-    parser.add_argument("--on-policy-steps", type=int, default=8)
+    parser.add_argument("--sft-examples", type=int, default=16)
+    parser.add_argument("--on-policy-prompts", type=int, default=16)
+    parser.add_argument("--on-policy-steps", type=int, default=4)
     parser.add_argument("--on-policy-batch", type=int, default=2)
-    parser.add_argument("--eval-prompts", type=int, default=30)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--eval-prompts", type=int, default=20)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--sft-lr", type=float, default=3e-4)
     parser.add_argument("--dpo-lr", type=float, default=5e-5)
     parser.add_argument("--beta", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-minutes", type=float, default=80.0, help="wall-clock budget of the whole run")
+    parser.add_argument("--stage-minutes", type=float, default=15.0, help="wall-clock budget of each training stage")
     parser.add_argument("--work-dir", default="/tmp/hfx_fluent_case_study")
     parser.add_argument("--out", default=str(RESULTS / "fluent_alignment_case_study.json"))
     parser.add_argument("--smoke", action="store_true", help="tiny random models instead of SmolLM2 (checks the script)")
@@ -245,7 +251,7 @@ def main(argv=None) -> int:
             break
         model, tok = load_default_model()
         config = FluentAlignmentConfig(
-            output_dir=str(work / arm), arm=arm, max_minutes_per_stage=max(1.0, minutes_left() / 4), **common
+            output_dir=str(work / arm), arm=arm, max_minutes_per_stage=args.stage_minutes, **common
         )
         t0 = time.monotonic()
         print(f"arm {arm}: stages {config.stages}", flush=True)
@@ -277,8 +283,9 @@ def main(argv=None) -> int:
     base_ll = {a: completion_log_likelihood(judge_model, judge_tok, eval_prompts, outputs[a], batch_size=8) for a in arms}
     print("fluency (2): native Witten-Bell trigram LM", flush=True)
     native_texts = [json.loads(line)["text"].replace("Text: ", "") for task in ("agnews", "amazon", "dbpedia", "yelp")
-                    for line in (DATA / "cl_benchmark" / f"{task}.train.jsonl").read_text().splitlines() if line.strip()]
-    native_texts += [clean_solution(r["answer"]) for r in ngram_rows[:2000]] + [r["question"] for r in ngram_rows[:2000]]
+                    for line in (DATA / "cl_benchmark" / f"{task}.train.jsonl").read_text().splitlines()[:NGRAM_CL_ROWS] if line.strip()]
+    native_texts += [clean_solution(r["answer"]) for r in ngram_rows[:NGRAM_GSM8K_ROWS]]
+    native_texts += [r["question"] for r in ngram_rows[:NGRAM_GSM8K_ROWS]]
     ngram = NgramFluencyModel(native_texts, order=3)
     ng = {a: [ngram.per_token_logprob(o) for o in outputs[a]] for a in arms}
     summary["ngram_lm"] = {"order": 3, "smoothing": ngram.smoothing, "training_sentences": ngram.num_training_sentences, "training_tokens": ngram.num_training_tokens}

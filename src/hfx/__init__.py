@@ -74,6 +74,10 @@ _LAZY = {
     "MMTEMModel": "hfx.models.hippoformer",
     "HippoformerConfig": "hfx.models.hippoformer",
     "HippoformerForNextObservation": "hfx.models.hippoformer",
+    # recipes (fluent alignment)
+    "ConstitutionJudge": "hfx.recipes.fluent",
+    "FluentAlignmentConfig": "hfx.recipes.fluent",
+    "run_fluent_alignment": "hfx.recipes.fluent",
 }
 _SUBMODULES = {
     "generation",
@@ -92,6 +96,7 @@ _SUBMODULES = {
     "testing",
     "cli",
     "data",
+    "recipes",
 }
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605

@@ -74,9 +74,10 @@ class FluentAlignmentConfig:
         reward_columns (`tuple[str, ...]`, *optional*, defaults to `()`): prompt-dataset columns only the judge reads.
         use_lora (`bool`, *optional*, defaults to `False`): train LoRA adapters (PEFT) in both stages; each is merged
             into the model after its stage (the next stage's reference is the merged model).
-        lora_r (`int`, *optional*, defaults to `16`), lora_alpha (`int`, *optional*, defaults to `32`),
-        lora_dropout (`float`, *optional*, defaults to `0.0`), lora_target_modules (`str` or `tuple`, *optional*,
-            defaults to `"all-linear"`): the ``LoraConfig``.
+        lora_r (`int`, *optional*, defaults to `16`): LoRA rank.
+        lora_alpha (`int`, *optional*, defaults to `32`): LoRA scaling numerator.
+        lora_dropout (`float`, *optional*, defaults to `0.0`): LoRA dropout.
+        lora_target_modules (`str` or `tuple`, *optional*, defaults to `"all-linear"`): the ``LoraConfig`` targets.
         seed (`int`, *optional*, defaults to `0`).
         logging_steps (`int`, *optional*, defaults to `10`).
         max_minutes_per_stage (`float`, *optional*): wall-clock budget of each training stage; training stops at the
