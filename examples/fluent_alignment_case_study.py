@@ -1,9 +1,14 @@
 """Fluent alignment case study -- a SIMULATION at small scale (arXiv 2512.08777's mechanism, not its setting).
 
-    OMP_NUM_THREADS=1 nice -n 10 python examples/fluent_alignment_case_study.py --max-minutes 80
+    for arm in fluent sft_translated multilingual; do
+        OMP_NUM_THREADS=1 nice -n 10 python examples/fluent_alignment_case_study.py --arm $arm &
+    done; wait
+    python examples/fluent_alignment_case_study.py --merge      # or `--arm all` for one process
 
-(The defaults are sized for a 2-core machine shared by several jobs: 16 SFT examples, 4 on-policy steps, 20 held-out
-prompts, 24-token outputs. Raise them where compute allows; every number is a flag.)
+(The defaults are sized for a 2-core machine shared by a dozen jobs: 8 SFT examples, 3 on-policy steps, 16 held-out
+prompts, 24-token outputs, hence the high learning rates (LoRA, 1e-3 SFT / 1e-4 DPO, fixed before the run). Raise
+them where compute allows; every number is a flag. Each arm runs in its own process; the merge step adds the
+untouched base model's outputs and the statistics.)
 
 The paper aligns NorMistral-11B in Norwegian and asks native speakers about fluency. Neither exists here, so:
 
@@ -56,7 +61,6 @@ import json
 import os
 import random
 import re
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -108,64 +112,69 @@ def generate(model, tokenizer, prompts: list[str], max_new_tokens: int, batch_si
     return [o.strip() for o in outs]
 
 
+ARMS = ("fluent", "sft_translated", "multilingual")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sft-examples", type=int, default=16)
+    parser.add_argument("--sft-examples", type=int, default=8)
+    parser.add_argument("--sft-batch", type=int, default=2)
     parser.add_argument("--on-policy-prompts", type=int, default=16)
-    parser.add_argument("--on-policy-steps", type=int, default=4)
+    parser.add_argument("--on-policy-steps", type=int, default=3)
     parser.add_argument("--on-policy-batch", type=int, default=2)
-    parser.add_argument("--eval-prompts", type=int, default=20)
+    parser.add_argument("--eval-prompts", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=24)
-    parser.add_argument("--sft-lr", type=float, default=3e-4)
-    parser.add_argument("--dpo-lr", type=float, default=5e-5)
+    parser.add_argument("--sft-lr", type=float, default=1e-3)
+    parser.add_argument("--dpo-lr", type=float, default=1e-4)
     parser.add_argument("--beta", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-minutes", type=float, default=80.0, help="wall-clock budget of the whole run")
-    parser.add_argument("--stage-minutes", type=float, default=15.0, help="wall-clock budget of each training stage")
+    parser.add_argument("--stage-minutes", type=float, default=30.0, help="wall-clock budget of each training stage")
+    parser.add_argument("--arm", choices=(*ARMS, "all"), default="all",
+                        help="run one arm (train, generate, measure) -- arms can run in parallel processes -- or all")
+    parser.add_argument("--merge", action="store_true", help="only merge the per-arm measures into the results JSON")
     parser.add_argument("--work-dir", default="/tmp/hfx_fluent_case_study")
     parser.add_argument("--out", default=str(RESULTS / "fluent_alignment_case_study.json"))
     parser.add_argument("--smoke", action="store_true", help="tiny random models instead of SmolLM2 (checks the script)")
     args = parser.parse_args(argv)
-    t_start = time.monotonic()
-    deadline = t_start + 60 * args.max_minutes
+    work = Path(args.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        return merge(args, work)
+    for arm in ARMS if args.arm == "all" else (args.arm,):
+        run_arm(arm, args, work)
+    if args.arm == "all":
+        return merge(args, work)
+    return 0
 
-    from datasets import Dataset
 
-    from hfx.models import load_default_model as _load_default
-    from hfx.recipes.fluent import (
-        ConstitutionJudge,
-        FluentAlignmentConfig,
-        NgramFluencyModel,
-        completion_log_likelihood,
-        literal_translation,
-        run_fluent_alignment,
-        with_provenance,
-    )
-    from hfx.utils.stats import bootstrap_ci, paired_difference
-
+def load_models(args):
     if args.smoke:
         from hfx.testing import tiny_llama
 
-        def load_default_model():
-            model, tok = tiny_llama()
-            tok.chat_template = tok.chat_template  # the tiny template has no system role handling: fine for a smoke run
-            return model, tok
-    else:
-        load_default_model = _load_default
+        return lambda: tiny_llama()
+    from hfx.models import load_default_model
+
+    return load_default_model
+
+
+def build_data(args):
+    from datasets import Dataset
+
+    from hfx.recipes.fluent import literal_translation, with_provenance
 
     gsm_train = load_jsonl(DATA / "gsm8k" / "train.jsonl")
     gsm_test = load_jsonl(DATA / "gsm8k" / "test.jsonl")
     rng = random.Random(args.seed)
     order = list(range(len(gsm_train)))
     rng.shuffle(order)
-    sft_rows = [gsm_train[i] for i in order[: args.sft_examples]]
-    policy_rows = [gsm_train[i] for i in order[args.sft_examples : args.sft_examples + args.on_policy_prompts]]
-    ngram_rows = [gsm_train[i] for i in order[args.sft_examples + args.on_policy_prompts :]]
+    n_sft, n_pol = args.sft_examples, args.on_policy_prompts
+    sft_rows = [gsm_train[i] for i in order[:n_sft]]
+    policy_rows = [gsm_train[i] for i in order[n_sft : n_sft + n_pol]]
+    ngram_rows = [gsm_train[i] for i in order[n_sft + n_pol :]]
     # GSM8K test rows 0-7 were the dev probe of the judge (which fixed `tie_rule="margin"`): never evaluated on
     test_order = list(range(DEV_PROBE_ROWS, len(gsm_test)))
     rng.shuffle(test_order)
     eval_rows = [gsm_test[i] for i in test_order[: args.eval_prompts]]
-    eval_prompts = [r["question"] for r in eval_rows]
 
     def sft_dataset(rows, translate: bool):
         q = [literal_translation(r["question"]) if translate else r["question"] for r in rows]
@@ -175,189 +184,197 @@ def main(argv=None) -> int:
         )
         return with_provenance(ds, "machine_translated" if translate else "native", language="en")
 
-    native_sft = sft_dataset(sft_rows, False)
-    translated_sft = sft_dataset(sft_rows, True)
-    half = args.sft_examples // 2
-    mix_native, mix_translated = sft_dataset(sft_rows[:half], False), sft_dataset(sft_rows[half:], True)
+    half = n_sft // 2
     target_prompts = with_provenance(
         Dataset.from_dict({"prompt": [[{"role": "user", "content": r["question"]}] for r in policy_rows]}), "native", language="en"
     )
+    return {
+        "sft_rows": sft_rows, "ngram_rows": ngram_rows, "eval_rows": eval_rows,
+        "eval_prompts": [r["question"] for r in eval_rows],
+        "native_sft": sft_dataset(sft_rows, False), "translated_sft": sft_dataset(sft_rows, True),
+        "mix_native": sft_dataset(sft_rows[:half], False), "mix_translated": sft_dataset(sft_rows[half:], True),
+        "target_prompts": target_prompts,
+    }
 
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+
+def make_judge(model, tok, args):
+    from hfx.recipes.fluent import ConstitutionJudge
+
+    return ConstitutionJudge(model, tok, language="English", tie_rule="margin", batch_size=4,
+                             max_response_tokens=args.max_new_tokens)
+
+
+def ngram_model(data):
+    from hfx.recipes.fluent import NgramFluencyModel
+
+    texts = [json.loads(line)["text"].replace("Text: ", "") for task in ("agnews", "amazon", "dbpedia", "yelp")
+             for line in (DATA / "cl_benchmark" / f"{task}.train.jsonl").read_text().splitlines()[:NGRAM_CL_ROWS] if line.strip()]
+    texts += [clean_solution(r["answer"]) for r in data["ngram_rows"][:NGRAM_GSM8K_ROWS]]
+    texts += [r["question"] for r in data["ngram_rows"][:NGRAM_GSM8K_ROWS]]
+    return NgramFluencyModel(texts, order=3)
+
+
+def measure(name, outputs, data, judge_model, judge_tok, ngram, work):
+    from hfx.recipes.fluent import completion_log_likelihood
+
+    prompts = data["eval_prompts"]
+    ll = completion_log_likelihood(judge_model, judge_tok, prompts, outputs, batch_size=4)
+    ng = [ngram.per_token_logprob(o) for o in outputs]
+    record = {"outputs": outputs, "base_ll": ll, "ngram": ng}
+    (work / f"measures_{name}.json").write_text(json.dumps(record), encoding="utf-8")
+    return record
+
+
+def run_arm(arm, args, work):
+    from hfx.recipes.fluent import FluentAlignmentConfig, run_fluent_alignment
+
+    load = load_models(args)
+    data = build_data(args)
+    prompts = data["eval_prompts"]
+    judge_model, judge_tok = load()
+    judge = make_judge(judge_model, judge_tok, args)
+    common = dict(
+        target_language="en", target_language_name="English", sft_learning_rate=args.sft_lr, sft_batch_size=args.sft_batch,
+        sft_max_length=160, on_policy_steps=args.on_policy_steps, on_policy_learning_rate=args.dpo_lr,
+        on_policy_batch_size=args.on_policy_batch, beta=args.beta, max_new_tokens=args.max_new_tokens, temperature=0.9,
+        use_lora=True, lora_r=8, lora_alpha=16, seed=args.seed, logging_steps=1, resume=True,
+        max_minutes_per_stage=args.stage_minutes,
+    )
+    inputs = {
+        "fluent": dict(english_sft_dataset=data["native_sft"], target_prompts=data["target_prompts"], judge=judge),
+        "sft_translated": dict(translated_sft_dataset=data["translated_sft"]),
+        "multilingual": dict(english_sft_dataset=data["mix_native"], translated_sft_dataset=data["mix_translated"]),
+    }[arm]
+    model, tok = load()
+    t0 = time.monotonic()
+    print(f"arm {arm}: training", flush=True)
+    result = run_fluent_alignment(FluentAlignmentConfig(output_dir=str(work / arm), arm=arm, **common), model=model,
+                                  tokenizer=tok, **inputs)
+    info = {"stages": {k: {kk: vv for kk, vv in v.items() if kk != "log_history"} for k, v in result.records.items()},
+            "train_seconds": time.monotonic() - t0}
+    if arm == "fluent":
+        info["online_dpo_log"] = [h for h in result.records["online_dpo"]["log_history"] if "rewards/margins" in h]
+    (work / f"train_{arm}.json").write_text(json.dumps(info, default=str), encoding="utf-8")
+    print(f"arm {arm}: generating", flush=True)
+    outputs = generate(result.model, result.tokenizer, prompts, args.max_new_tokens)
+    del result, model
+    ngram = ngram_model(data)
+    if arm == "fluent":
+        from transformers import AutoModelForCausalLM
+
+        sft_model = AutoModelForCausalLM.from_pretrained(work / "fluent" / "stage1_sft")
+        sft_outputs = generate(sft_model, judge_tok, prompts, args.max_new_tokens)
+        del sft_model
+        (work / "outputs_sft_only.json").write_text(json.dumps(sft_outputs), encoding="utf-8")
+        measure("sft_only", sft_outputs, data, judge_model, judge_tok, ngram, work)
+    print(f"arm {arm}: measuring", flush=True)
+    record = measure(arm, outputs, data, judge_model, judge_tok, ngram, work)
+    sft_file = work / "outputs_sft_only.json"
+    while not sft_file.is_file():  # the fluent arm writes the SFT-only outputs
+        time.sleep(20)
+    sft_outputs = json.loads(sft_file.read_text(encoding="utf-8"))
+    print(f"arm {arm}: judging vs sft_only", flush=True)
+    verdicts = judge.judge(prompts, list(zip(outputs, sft_outputs)))
+    record["judge_vs_sft_only"] = [0.5 if v == -1 else (1.0 if v == 0 else 0.0) for v in verdicts]
+    record["judge_forward_prompts"] = judge.stats.forward_prompts
+    (work / f"measures_{arm}.json").write_text(json.dumps(record), encoding="utf-8")
+    print(f"arm {arm}: done", flush=True)
+
+
+def merge(args, work) -> int:
+    from hfx.recipes.fluent import completion_log_likelihood, literal_translation
+    from hfx.utils.stats import bootstrap_ci, paired_difference
+
+    data = build_data(args)
+    prompts = data["eval_prompts"]
+    load = load_models(args)
+    base_model, base_tok = load()
+    ngram = ngram_model(data)
+    if not (work / "measures_base.json").is_file():
+        measure("base", generate(base_model, base_tok, prompts, args.max_new_tokens), data, base_model, base_tok, ngram, work)
+    m = {a: json.loads((work / f"measures_{a}.json").read_text()) for a in ("base", "sft_only", *ARMS)
+         if (work / f"measures_{a}.json").is_file()}
     summary = {
         "simulation": True,
         "what": "fluent alignment case study (simulation: English as target, translationese from a deterministic transform)",
         "paper": "arXiv:2512.08777",
         "primary_test": PRIMARY,
-        "command": "OMP_NUM_THREADS=1 nice -n 10 python examples/fluent_alignment_case_study.py " + " ".join(argv or sys.argv[1:]),
+        "command": ("for arm in fluent sft_translated multilingual; do OMP_NUM_THREADS=1 nice -n 10 python "
+                    "examples/fluent_alignment_case_study.py --arm $arm & done; wait; python "
+                    "examples/fluent_alignment_case_study.py --merge"),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": vars(args),
+        "settings": {k: v for k, v in vars(args).items() if k not in ("merge", "arm")},
         "data": {
-            "sft_examples": len(sft_rows),
-            "on_policy_prompts": len(policy_rows),
-            "eval_prompts": len(eval_rows),
-            "ngram_training_rows": "CL-benchmark train texts (agnews, amazon, dbpedia, yelp) + GSM8K train solutions not used for SFT / prompts",
-            "translationese_example": {"native": clean_solution(sft_rows[0]["answer"]), "translated": literal_translation(clean_solution(sft_rows[0]["answer"]))},
+            "sft_examples": len(data["sft_rows"]), "eval_prompts": len(prompts),
+            "ngram_training": f"{NGRAM_CL_ROWS} CL-benchmark train texts per task + {NGRAM_GSM8K_ROWS} GSM8K train questions and solutions not used for SFT / prompts",
+            "translationese_example": {"native": clean_solution(data["sft_rows"][0]["answer"]),
+                                       "translated": literal_translation(clean_solution(data["sft_rows"][0]["answer"]))},
         },
-        "arms": {},
-        "complete": False,
+        "training": {a: json.loads((work / f"train_{a}.json").read_text()) for a in ARMS if (work / f"train_{a}.json").is_file()},
+        "ngram_lm": {"order": 3, "smoothing": ngram.smoothing, "training_sentences": ngram.num_training_sentences,
+                     "training_tokens": ngram.num_training_tokens},
     }
-    out_path = Path(args.out)
-    items_path = out_path.with_name(out_path.stem + "_items.jsonl")
-
-    def write_summary():
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-
-    print("loading the judge (frozen SmolLM2 copy)", flush=True)
-    judge_model, judge_tok = load_default_model()
-    judge = ConstitutionJudge(
-        judge_model, judge_tok, language="English", tie_rule="margin", batch_size=4, max_response_tokens=args.max_new_tokens
-    )
-    minutes_left = lambda: (deadline - time.monotonic()) / 60  # noqa: E731
-
-    common = dict(
-        target_language="en",
-        target_language_name="English",
-        sft_learning_rate=args.sft_lr,
-        sft_batch_size=4,
-        sft_max_length=160,
-        on_policy_steps=args.on_policy_steps,
-        on_policy_learning_rate=args.dpo_lr,
-        on_policy_batch_size=args.on_policy_batch,
-        beta=args.beta,
-        max_new_tokens=args.max_new_tokens,
-        temperature=0.9,
-        use_lora=True,
-        lora_r=8,
-        lora_alpha=16,
-        seed=args.seed,
-        logging_steps=1,
-        resume=True,
-    )
-    outputs_file = work / "outputs.json"
-    outputs: dict[str, list[str]] = json.loads(outputs_file.read_text()) if outputs_file.is_file() else {}
-    plan = [
-        ("fluent", dict(english_sft_dataset=native_sft, target_prompts=target_prompts, judge=judge)),
-        ("sft_translated", dict(translated_sft_dataset=translated_sft)),
-        ("multilingual", dict(english_sft_dataset=mix_native, translated_sft_dataset=mix_translated)),
-    ]
-    for arm, data in plan:
-        if arm in outputs and (arm != "fluent" or "sft_only" in outputs):
-            continue
-        if minutes_left() < 3:
-            print(f"budget spent before arm {arm}", flush=True)
-            break
-        model, tok = load_default_model()
-        config = FluentAlignmentConfig(
-            output_dir=str(work / arm), arm=arm, max_minutes_per_stage=args.stage_minutes, **common
-        )
-        t0 = time.monotonic()
-        print(f"arm {arm}: stages {config.stages}", flush=True)
-        result = run_fluent_alignment(config, model=model, tokenizer=tok, **data)
-        summary["arms"][arm] = {
-            "stages": {k: {kk: vv for kk, vv in v.items() if kk != "log_history"} for k, v in result.records.items()},
-            "train_seconds": time.monotonic() - t0,
-        }
-        if arm == "fluent":
-            sft_model, sft_tok = load_default_model()
-            from transformers import AutoModelForCausalLM
-
-            sft_model = AutoModelForCausalLM.from_pretrained(result.stages["sft"])
-            outputs["sft_only"] = generate(sft_model, sft_tok, eval_prompts, args.max_new_tokens)
-            del sft_model
-            dpo_logs = [h for h in result.records["online_dpo"]["log_history"] if "rewards/margins" in h]
-            summary["arms"]["fluent"]["online_dpo_log"] = dpo_logs
-        outputs[arm] = generate(result.model, result.tokenizer, eval_prompts, args.max_new_tokens)
-        outputs_file.write_text(json.dumps(outputs), encoding="utf-8")
-        write_summary()
-        del result, model
-    if "base" not in outputs and minutes_left() > 2:
-        outputs["base"] = generate(judge_model, judge_tok, eval_prompts, args.max_new_tokens)
-        outputs_file.write_text(json.dumps(outputs), encoding="utf-8")
-
-    # ---------------------------------------------------------------- measures
-    print("fluency (1): base-model log-likelihood", flush=True)
-    arms = [a for a in ("base", "sft_only", "fluent", "sft_translated", "multilingual") if a in outputs]
-    base_ll = {a: completion_log_likelihood(judge_model, judge_tok, eval_prompts, outputs[a], batch_size=8) for a in arms}
-    print("fluency (2): native Witten-Bell trigram LM", flush=True)
-    native_texts = [json.loads(line)["text"].replace("Text: ", "") for task in ("agnews", "amazon", "dbpedia", "yelp")
-                    for line in (DATA / "cl_benchmark" / f"{task}.train.jsonl").read_text().splitlines()[:NGRAM_CL_ROWS] if line.strip()]
-    native_texts += [clean_solution(r["answer"]) for r in ngram_rows[:NGRAM_GSM8K_ROWS]]
-    native_texts += [r["question"] for r in ngram_rows[:NGRAM_GSM8K_ROWS]]
-    ngram = NgramFluencyModel(native_texts, order=3)
-    ng = {a: [ngram.per_token_logprob(o) for o in outputs[a]] for a in arms}
-    summary["ngram_lm"] = {"order": 3, "smoothing": ngram.smoothing, "training_sentences": ngram.num_training_sentences, "training_tokens": ngram.num_training_tokens}
-    # sanity of both measures on the transform itself (held-out native solutions vs their translationese)
-    ref = [clean_solution(r["answer"]) for r in eval_rows]
+    # is each measure sensitive to the transform? held-out native reference solutions vs their translationese
+    ref = [clean_solution(r["answer"]) for r in data["eval_rows"]]
     ref_tr = [literal_translation(x) for x in ref]
-    ll_ref = completion_log_likelihood(judge_model, judge_tok, eval_prompts, ref, batch_size=8)
-    ll_ref_tr = completion_log_likelihood(judge_model, judge_tok, eval_prompts, ref_tr, batch_size=8)
-    ng_ref = [ngram.per_token_logprob(x)["mean_logprob"] for x in ref]
-    ng_ref_tr = [ngram.per_token_logprob(x)["mean_logprob"] for x in ref_tr]
+    ll_ref = completion_log_likelihood(base_model, base_tok, prompts, ref, batch_size=4)
+    ll_tr = completion_log_likelihood(base_model, base_tok, prompts, ref_tr, batch_size=4)
     summary["measure_validation"] = {
-        "what": "each measure on the held-out native reference solutions vs their translationese (is the measure sensitive to the transform?)",
-        "base_ll": paired_difference([x["mean_logprob"] for x in ll_ref], [x["mean_logprob"] for x in ll_ref_tr], test="sign_flip"),
-        "ngram": paired_difference(ng_ref, ng_ref_tr, test="sign_flip"),
+        "what": "native reference solutions minus their translationese, per measure (paired over the held-out prompts)",
+        "base_ll": paired_difference([x["mean_logprob"] for x in ll_ref], [x["mean_logprob"] for x in ll_tr], test="sign_flip"),
+        "ngram": paired_difference([ngram.per_token_logprob(x)["mean_logprob"] for x in ref],
+                                   [ngram.per_token_logprob(x)["mean_logprob"] for x in ref_tr], test="sign_flip"),
     }
-
-    verdicts = {}
-    if "sft_only" in outputs:
-        for a in ("fluent", "sft_translated", "multilingual"):
-            if a in outputs and minutes_left() > 1:
-                print(f"helpfulness: judge {a} vs sft_only", flush=True)
-                v = judge.judge(eval_prompts, list(zip(outputs[a], outputs["sft_only"])))
-                verdicts[a] = [0.5 if x == -1 else (1.0 if x == 0 else 0.0) for x in v]
 
     def valid(a):
-        return [i for i in range(len(eval_prompts)) if base_ll[a][i]["mean_logprob"] is not None and ng[a][i]["mean_logprob"] is not None]
+        return [i for i in range(len(prompts)) if m[a]["base_ll"][i]["mean_logprob"] is not None
+                and m[a]["ngram"][i]["mean_logprob"] is not None]
 
     results = {}
-    for a in arms:
+    for a in m:  # noqa: PLC0206 - valid(a) reads m too
         idx = valid(a)
-        b = [base_ll[a][i]["mean_logprob"] for i in idx]
-        n = [ng[a][i]["mean_logprob"] for i in idx]
+        b = [m[a]["base_ll"][i]["mean_logprob"] for i in idx]
+        n = [m[a]["ngram"][i]["mean_logprob"] for i in idx]
         results[a] = {
-            "n": len(idx),
-            "base_ll_mean": sum(b) / len(b),
-            "base_ll_ci": bootstrap_ci(b),
-            "ngram_mean": sum(n) / len(n),
-            "ngram_ci": bootstrap_ci(n),
-            "mean_words": sum(ng[a][i]["num_tokens"] for i in idx) / len(idx),
-            "identical_to_sft_only": sum(outputs[a][i] == outputs.get("sft_only", [None] * len(eval_prompts))[i] for i in range(len(eval_prompts))),
+            "n": len(idx), "base_ll_mean": sum(b) / len(b), "base_ll_ci": bootstrap_ci(b),
+            "ngram_mean": sum(n) / len(n), "ngram_ci": bootstrap_ci(n),
+            "mean_output_words": sum(m[a]["ngram"][i]["num_tokens"] for i in idx) / len(idx),
         }
-        if a in verdicts:
-            results[a]["win_rate_vs_sft_only"] = sum(verdicts[a]) / len(verdicts[a])
-            results[a]["win_rate_ci"] = bootstrap_ci(verdicts[a])
-            results[a]["ties"] = sum(x == 0.5 for x in verdicts[a])
+        if "sft_only" in m:
+            results[a]["outputs_identical_to_sft_only"] = sum(x == y for x, y in zip(m[a]["outputs"], m["sft_only"]["outputs"]))
+        if "judge_vs_sft_only" in m[a]:
+            v = m[a]["judge_vs_sft_only"]
+            results[a].update({"win_rate_vs_sft_only": sum(v) / len(v), "win_rate_ci": bootstrap_ci(v),
+                               "wins": sum(x == 1.0 for x in v), "ties": sum(x == 0.5 for x in v),
+                               "losses": sum(x == 0.0 for x in v)})
     summary["results"] = results
-
     comparisons = {}
-    for a, b in (("fluent", "sft_translated"), ("fluent", "multilingual"), ("fluent", "sft_only"), ("sft_only", "sft_translated")):
-        if a in outputs and b in outputs:
+    for a, b in (("fluent", "sft_translated"), ("fluent", "multilingual"), ("fluent", "sft_only"),
+                 ("sft_only", "sft_translated"), ("sft_only", "multilingual")):
+        if a in m and b in m:
             idx = sorted(set(valid(a)) & set(valid(b)))
-            comparisons[f"{a}-{b}"] = {
-                "base_ll": paired_difference([base_ll[a][i]["mean_logprob"] for i in idx], [base_ll[b][i]["mean_logprob"] for i in idx], test="sign_flip"),
-                "ngram": paired_difference([ng[a][i]["mean_logprob"] for i in idx], [ng[b][i]["mean_logprob"] for i in idx], test="sign_flip"),
+            comparisons[f"{a} - {b}"] = {
+                key: paired_difference([m[a][key][i]["mean_logprob"] for i in idx], [m[b][key][i]["mean_logprob"] for i in idx],
+                                       test="sign_flip")
+                for key in ("base_ll", "ngram")
             }
     summary["comparisons"] = comparisons
-    if "fluent-sft_translated" in comparisons:
-        p = comparisons["fluent-sft_translated"]["base_ll"]
+    if "fluent - sft_translated" in comparisons:
+        p = comparisons["fluent - sft_translated"]["base_ll"]
         summary["primary_result"] = {**p, "significant": p["p_value"] < 0.05, "direction_as_predicted": p["diff"] > 0}
-    with items_path.open("w", encoding="utf-8") as f:
-        for i, prompt in enumerate(eval_prompts):
-            for a in arms:
+    summary["complete"] = all(a in m for a in ("sft_only", *ARMS)) and all("judge_vs_sft_only" in m[a] for a in ARMS)
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    with out_path.with_name(out_path.stem + "_items.jsonl").open("w", encoding="utf-8") as f:
+        for i, prompt in enumerate(prompts):
+            for a in m:
                 f.write(json.dumps({
-                    "prompt_index": i, "prompt": prompt, "arm": a, "output": outputs[a][i],
-                    "base_ll": base_ll[a][i]["mean_logprob"], "base_ll_tokens": base_ll[a][i]["num_tokens"],
-                    "ngram_ll": ng[a][i]["mean_logprob"], "ngram_tokens": ng[a][i]["num_tokens"],
-                    "judge_vs_sft_only": verdicts.get(a, [None] * len(eval_prompts))[i],
+                    "prompt_index": i, "prompt": prompt, "arm": a, "output": m[a]["outputs"][i],
+                    "base_ll": m[a]["base_ll"][i]["mean_logprob"], "base_ll_tokens": m[a]["base_ll"][i]["num_tokens"],
+                    "ngram_ll": m[a]["ngram"][i]["mean_logprob"], "ngram_tokens": m[a]["ngram"][i]["num_tokens"],
+                    "judge_vs_sft_only": m[a].get("judge_vs_sft_only", [None] * len(prompts))[i],
                 }) + "\n")
-    summary["judge_stats"] = {"forward_prompts": judge.stats.forward_prompts, "comparisons": judge.stats.comparisons, "ties": judge.stats.ties}
-    summary["complete"] = all(a in outputs for a in ("sft_only", "fluent", "sft_translated", "multilingual")) and len(verdicts) == 3
-    summary["wall_minutes"] = (time.monotonic() - t_start) / 60
-    write_summary()
     print(json.dumps({"primary": summary.get("primary_result"), "results": results}, indent=2, default=str), flush=True)
     return 0
 
