@@ -81,6 +81,10 @@ _LAZY = {
     # vision (CRD)
     "CRDPipeline": "hfx.vision.crd",
     "CRDConfig": "hfx.vision.crd",
+    # recipes (fluent alignment)
+    "ConstitutionJudge": "hfx.recipes.fluent",
+    "FluentAlignmentConfig": "hfx.recipes.fluent",
+    "run_fluent_alignment": "hfx.recipes.fluent",
 }
 _SUBMODULES = {
     "generation",
@@ -100,6 +104,7 @@ _SUBMODULES = {
     "cli",
     "data",
     "vision",
+    "recipes",
 }
 
 __all__ = sorted([*_LAZY, *_SUBMODULES, "__version__"])  # noqa: PLE0605

@@ -14,6 +14,7 @@ Each sub-command lives in a light module of :mod:`hfx.commands` exposing ``HELP`
     hfx hippoformer --model mmtem --steps 250 --out DIR
     hfx sc-gnn --method gsat --dataset ba-2motifs [--epochs 30 --sc-epochs 15] --out DIR [--plot PNG]
     hfx crd solve IMAGE_OR_DIR [--proposer attribute|vlm] [--model DIR] --out DIR   |   hfx crd generate --out DIR
+    hfx fluent-align --sft-data SFT.jsonl --prompts PROMPTS.jsonl --out DIR [--arm fluent|sft_translated|...]
 
 Errors are a property of this dispatcher, so every sub-command inherits them: a bad input (``ValueError``,
 ``TypeError``, ``KeyError``, ``OSError`` incl. ``FileNotFoundError``, ``OverflowError``, ``NotImplementedError``)
@@ -42,6 +43,7 @@ COMMANDS = {
     "sc-gnn": "hfx.commands.sc_gnn",
     "hippoformer": "hfx.commands.hippoformer",
     "crd": "hfx.commands.crd",
+    "fluent-align": "hfx.commands.fluent_align",
 }
 
 

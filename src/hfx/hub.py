@@ -38,6 +38,7 @@ PUBLISHERS: dict[str, str] = {
     "hippoformer": "hfx.models.hippoformer.hub:publish",
     "mmtem": "hfx.models.hippoformer.hub:publish_mmtem",
     "crd": "hfx.vision.crd.hub:publish",
+    "fluent-alignment": "hfx.recipes.fluent.hub:publish",
 }
 
 # artifact name -> (artifact types its `source=` may hold, see hfx.utils.artifacts.artifact_type; what that is, in words).
@@ -58,6 +59,7 @@ SOURCE_TYPES: dict[str, tuple[tuple[str, ...], str]] = {
     "hippoformer": (("hippoformer",), "a folder saved by HippoformerForNextObservation.save_pretrained"),
     "mmtem": (("mmtem",), "a folder saved by MMTEMModel.save_pretrained"),
     "crd": (("hfx_crd",), "a folder saved by CRDPipeline.save_pretrained"),
+    "fluent-alignment": (("transformers:",), "a stage folder saved by run_fluent_alignment (a transformers model)"),
 }
 # publishers without an entry take no `source` (e.g. tail-data generates its data) and refuse one themselves
 
