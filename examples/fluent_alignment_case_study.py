@@ -363,6 +363,10 @@ def merge(args, work) -> int:
         p = comparisons["fluent - sft_translated"]["base_ll"]
         summary["primary_result"] = {**p, "significant": p["p_value"] < 0.05, "direction_as_predicted": p["diff"] > 0}
     summary["complete"] = all(a in m for a in ("sft_only", *ARMS)) and all("judge_vs_sft_only" in m[a] for a in ARMS)
+    # the fields every benchmarks/results JSON carries: the primary comparison's difference (None until it has run)
+    summary["metric"] = "primary test: fluent - sft_translated, base-model mean per-token log-likelihood (nats)"
+    summary["value"] = summary["primary_result"]["diff"] if "primary_result" in summary else None
+    summary["goal"] = "> 0 with sign-flip p < 0.05 (the paper's claim: on-policy keeps fluency)"
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
